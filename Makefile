@@ -1,0 +1,65 @@
+# cubequeue — two commands from a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NODE_DIR := tests/node
+JDBC_JAR := /usr/share/java/postgresql.jar
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install run test lint typecheck pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+run: install
+	$(VENV)/bin/cubequeue
+
+# Debian packages the tests and benchmarks use: psql, the JDBC driver, PostgreSQL and Redis
+# (peers for the benchmarks). Installed only when missing, so a warm machine skips apt.
+system-deps:
+	@need=""; \
+	command -v psql >/dev/null || need="$$need postgresql-client"; \
+	[ -f $(JDBC_JAR) ] || need="$$need libpostgresql-jdbc-java"; \
+	command -v java >/dev/null || need="$$need default-jre-headless"; \
+	command -v node >/dev/null || need="$$need nodejs npm"; \
+	if [ -n "$$need" ]; then \
+	  echo "installing Debian packages:$$need"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
+	fi
+
+bench-deps:
+	@need=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
+	command -v redis-server >/dev/null || need="$$need redis-server"; \
+	command -v pgbench >/dev/null || need="$$need postgresql-contrib"; \
+	if [ -n "$$need" ]; then \
+	  echo "installing Debian packages:$$need"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
+	fi
+
+lint: install
+	$(VENV)/bin/ruff check server grammar storage tests bench
+
+typecheck: install
+	$(VENV)/bin/mypy server grammar storage
+
+test: install system-deps lint typecheck pytest
+
+pytest: install system-deps
+	$(VENV)/bin/pytest -q
+
+bench: install bench-deps
+	$(PY) -m bench.run
+
+bench-quick: install bench-deps
+	$(PY) -m bench.run --quick
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules

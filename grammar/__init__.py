@@ -1,0 +1,1 @@
+"""The QUEUE / CACHE / SYS dialect: statement text → typed, immutable commands."""

@@ -1,0 +1,44 @@
+"""The server's settled configuration: one frozen value built at startup.
+
+Field names are the CLI flags of ``config.md`` with dashes turned into underscores, in
+the units given there (durations in the unit the flag names: ``max_blocking_timeout`` in
+ms; ``ws_dedup_ttl``, ``results_expire`` and ``shutdown_grace`` in seconds). How flags,
+``CUBEQUEUE_*`` and ``CUBESTORE_*`` variables are combined lives in :mod:`.options`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Config"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 5432
+    http_port: int = 3030
+    log_level: str = "info"
+    log_format: str = "plain"
+    slow_command_ms: int = 1000
+    auth: str = "trust"
+    password: str | None = None
+    users_file: str | None = None
+    ws_auth: str = "none"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_connections: int = 1000
+    max_connections_per_user: int = 500
+    max_message_size: int = 67_108_864
+    max_blocking_timeout: int = 600_000
+    ws_dedup_ttl: int = 120
+    cubestore_version: str = "1.7.25"
+    results_expire: int = 60
+    cache_max_entry_bytes: int = 66_060_288
+    cache_max_keys: int = 100_000
+    cache_max_bytes: int = 4_294_967_296
+    max_items: int = 1_000_000
+    max_payload_bytes: int = 66_060_288
+    queue_log_size: int = 10_000
+    test_clock: bool = False
+    shutdown_grace: int = 5

@@ -1,0 +1,1 @@
+"""Cube Store's WebSocket protocol: flatbuffers HttpMessage codec and the /ws endpoint."""

@@ -1,0 +1,1 @@
+"""Plain SQL on the PostgreSQL wire: session statements and system tables (sqlglot)."""

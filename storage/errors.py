@@ -1,0 +1,135 @@
+"""The one error type of cubequeue, with a SQLSTATE per subclass.
+
+Every user-visible failure is a :class:`QueueError`. Its message keeps Cube Store's
+wording wherever ``cubestore-dialect.md`` quotes one (§8 rule 10: without Cube Store's
+``Internal: ParserError(…)`` wrapping). The PostgreSQL wire renders it as an
+ErrorResponse carrying :attr:`QueueError.sqlstate`; the WebSocket wire renders the plain
+text (or ``Internal: …`` when :attr:`QueueError.internal` is set, as Cube Store does).
+
+Subclasses declare their code with ``class X(QueueError, sqlstate="22023")``.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AdminShutdown",
+    "FeatureNotSupported",
+    "InFailedTransaction",
+    "InsufficientPrivilege",
+    "InternalError",
+    "InvalidCursorName",
+    "InvalidParameterValue",
+    "InvalidPassword",
+    "InvalidStatementName",
+    "InvalidTextRepresentation",
+    "LimitExceeded",
+    "ProtocolViolation",
+    "QueryCanceled",
+    "QueueError",
+    "SyntaxError",
+    "TooManyConnections",
+    "lookup",
+]
+
+_BY_SQLSTATE: dict[str, type[QueueError]] = {}
+
+
+class QueueError(Exception):
+    """A failure with a SQLSTATE; a statement that raises it has changed nothing."""
+
+    sqlstate: ClassVar[str] = "XX000"
+    #: Cube Store reports this kind as an internal error (``Internal: …`` over WS).
+    internal: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        detail: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+        #: 1-based character position in the statement, as ErrorResponse field P.
+        self.position = position
+
+    def __init_subclass__(cls, sqlstate: str | None = None, internal: bool = False, **kw: object) -> None:
+        super().__init_subclass__(**kw)  # type: ignore[arg-type]  # object kwargs pass through
+        if sqlstate is not None:
+            cls.sqlstate = sqlstate
+            _BY_SQLSTATE.setdefault(sqlstate, cls)
+        if internal:
+            cls.internal = True
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SyntaxError(QueueError, sqlstate="42601"):  # noqa: A001 - mirrors PostgreSQL's name
+    """Parse errors, unknown commands, duplicate options, trailing tokens."""
+
+
+class InvalidParameterValue(QueueError, sqlstate="22023"):
+    """Out-of-range or negative numbers, over-long ids, EXCLUSIVE without a process id."""
+
+
+class InvalidTextRepresentation(QueueError, sqlstate="22P02", internal=True):
+    """Invalid JSON in MERGE_EXTRA, CACHE INCR on a non-integer, undecodable parameters."""
+
+
+class ProtocolViolation(QueueError, sqlstate="08P01"):
+    """The peer broke the wire protocol (malformed frames, bad parameter counts)."""
+
+
+class FeatureNotSupported(QueueError, sqlstate="0A000"):
+    """SQL outside the dialect, the session statements and the system tables."""
+
+
+class InsufficientPrivilege(QueueError, sqlstate="42501"):
+    """Clock control without ``--test-clock``."""
+
+
+class LimitExceeded(QueueError, sqlstate="54000"):
+    """A data cap: payload, result or cache entry too large, too many items."""
+
+
+class TooManyConnections(QueueError, sqlstate="53300"):
+    """A connection cap, global or per user."""
+
+
+class QueryCanceled(QueueError, sqlstate="57014"):
+    """A CancelRequest, a client timeout or a disconnect during a statement."""
+
+
+class AdminShutdown(QueueError, sqlstate="57P01"):
+    """The server is shutting down."""
+
+
+class InvalidPassword(QueueError, sqlstate="28P01"):
+    """Failed authentication."""
+
+
+class InvalidStatementName(QueueError, sqlstate="26000"):
+    """An unknown prepared statement."""
+
+
+class InvalidCursorName(QueueError, sqlstate="34000"):
+    """An unknown portal."""
+
+
+class InFailedTransaction(QueueError, sqlstate="25P02"):
+    """A statement other than ROLLBACK/COMMIT inside a failed transaction block."""
+
+
+class InternalError(QueueError, sqlstate="XX000", internal=True):
+    """A bug: logged with a traceback; the session survives."""
+
+
+def lookup(sqlstate: str) -> type[QueueError]:
+    """The error class registered for ``sqlstate`` (QueueError itself when unknown)."""
+    return _BY_SQLSTATE.get(sqlstate, QueueError)

@@ -1,0 +1,26 @@
+"""Caps and knobs of the store, set once from the server's configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    #: results are deleted this long after their ACK (§8 rule 9; hard limit 5 min)
+    results_expire_ms: int = 60_000
+    #: CACHE SET with a value of this many bytes or more is refused (54000)
+    cache_max_entry_bytes: int = 66_060_288
+    #: LRU eviction beyond these
+    cache_max_keys: int = 100_000
+    cache_max_bytes: int = 4_294_967_296
+    #: queued items in total; ADD / ADD_AND_RETRIEVE beyond it are refused (54000)
+    max_items: int = 1_000_000
+    #: ADD payloads and ACK results larger than this are refused (54000)
+    max_payload_bytes: int = 66_060_288
+    #: rows kept in system.queue_log
+    queue_log_size: int = 10_000
+    #: SYS CLOCK … is allowed (--test-clock)
+    clock_control: bool = False
