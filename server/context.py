@@ -1,0 +1,183 @@
+"""What every connection of either wire shares: the store, the executor, the limits.
+
+One :class:`ServerContext` exists per server process. The :class:`ConnectionRegistry`
+enforces ``--max-connections`` / ``--max-connections-per-user`` across both wires (a
+connection cap: 53300, dialect doc §8 rule 10), writes the one log line per connection
+open and close, keeps the PostgreSQL cancel keys, and tells every open connection to
+end when the server shuts down.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import count
+from typing import TYPE_CHECKING
+
+from cubequeue.storage.errors import TooManyConnections
+
+if TYPE_CHECKING:
+    from cubequeue.server.config import Config
+    from cubequeue.server.executor import Executor
+    from cubequeue.server.metrics import Metrics
+    from cubequeue.storage.clock import AdjustableClock
+    from cubequeue.storage.store import Store
+
+__all__ = ["ConnectionInfo", "ConnectionRegistry", "ServerContext", "load_users"]
+
+_log = logging.getLogger("cubequeue.conn")
+
+
+@dataclass(slots=True, eq=False)
+class ConnectionInfo:
+    id: int
+    protocol: str
+    user: str | None
+    peer: str
+    on_shutdown: Callable[[], None]
+    opened_at: float = field(default_factory=time.monotonic)
+
+
+class _Observer:
+    """The metrics hooks the registry needs (a subset of :class:`Metrics`)."""
+
+    def connection_opened(self, protocol: str) -> None: ...
+
+    def connection_closed(self, protocol: str) -> None: ...
+
+
+class ConnectionRegistry:
+    def __init__(
+        self,
+        *,
+        max_connections: int,
+        max_per_user: int,
+        metrics: _Observer | Metrics | None = None,
+    ) -> None:
+        self._max = max_connections
+        self._max_per_user = max_per_user
+        self._metrics = metrics
+        self._ids = count(1)
+        self._open: dict[int, ConnectionInfo] = {}
+        self._per_user: Counter[str] = Counter()
+        self._backends: dict[int, tuple[int, Callable[[], None]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(
+        self, protocol: str, user: str | None, peer: str, on_shutdown: Callable[[], None]
+    ) -> ConnectionInfo:
+        """Admit a connection, or raise 53300 naming the cap that refused it."""
+        if len(self._open) >= self._max:
+            raise TooManyConnections(
+                f"sorry, too many clients already (--max-connections is {self._max})"
+            )
+        if user is not None and self._per_user[user] >= self._max_per_user:
+            raise TooManyConnections(
+                f'too many connections for role "{user}" '
+                f"(--max-connections-per-user is {self._max_per_user})"
+            )
+        info = ConnectionInfo(next(self._ids), protocol, user, peer, on_shutdown)
+        self._open[info.id] = info
+        if user is not None:
+            self._per_user[user] += 1
+        if self._metrics is not None:
+            self._metrics.connection_opened(protocol)
+        _log.info(
+            "connection opened: id=%d protocol=%s peer=%s user=%s",
+            info.id, protocol, peer, user or "",
+            extra={"conn_id": info.id, "protocol": protocol, "peer": peer, "user": user},
+        )
+        return info
+
+    def close(self, info: ConnectionInfo) -> None:
+        """Forget a connection; closing twice is harmless."""
+        if self._open.pop(info.id, None) is None:
+            return
+        if info.user is not None:
+            self._per_user[info.user] -= 1
+            if self._per_user[info.user] <= 0:
+                del self._per_user[info.user]
+        if self._metrics is not None:
+            self._metrics.connection_closed(info.protocol)
+        seconds = time.monotonic() - info.opened_at
+        _log.info(
+            "connection closed: id=%d protocol=%s peer=%s duration=%.3fs",
+            info.id, info.protocol, info.peer, seconds,
+            extra={"conn_id": info.id, "protocol": info.protocol, "peer": info.peer,
+                   "ms": round(seconds * 1000, 3)},
+        )
+
+    def shutdown_all(self) -> None:
+        """Ask every open connection to end (57P01 on the PostgreSQL wire)."""
+        for info in list(self._open.values()):
+            try:
+                info.on_shutdown()
+            except Exception:  # one broken connection must not stop the others' shutdown
+                _log.exception("error while shutting down connection %d", info.id)
+
+    # PostgreSQL cancel keys (BackendKeyData / CancelRequest)
+
+    def new_backend_key(self) -> tuple[int, int]:
+        while True:
+            pid = secrets.randbelow(2**31 - 2) + 1
+            if pid not in self._backends:
+                return pid, secrets.randbits(32) - 2**31
+
+    def register_backend(self, pid: int, secret: int, cancel: Callable[[], None]) -> None:
+        self._backends[pid] = (secret, cancel)
+
+    def unregister_backend(self, pid: int) -> None:
+        self._backends.pop(pid, None)
+
+    def cancel(self, pid: int, secret: int) -> bool:
+        """Run the cancel callback if pid and secret match; a mismatch does nothing."""
+        entry = self._backends.get(pid)
+        if entry is None or not secrets.compare_digest(
+            entry[0].to_bytes(4, "big", signed=True), secret.to_bytes(4, "big", signed=True)
+        ):
+            return False
+        entry[1]()
+        return True
+
+
+def load_users(config: Config) -> dict[str, str] | None:
+    """user → password from ``--users-file`` (``user:password`` lines, ``#`` comments),
+    or None when only ``--password`` (the password of every user) or nothing is set."""
+    if config.users_file is None:
+        return None
+    users: dict[str, str] = {}
+    with open(config.users_file, encoding="utf-8") as f:
+        for raw in f:
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            user, sep, password = line.partition(":")
+            if sep:
+                users[user.strip()] = password.strip()
+    return users
+
+
+@dataclass(slots=True, eq=False)
+class ServerContext:
+    config: Config
+    store: Store
+    clock: AdjustableClock
+    executor: Executor
+    metrics: Metrics
+    connections: ConnectionRegistry
+    users: dict[str, str] | None
+    version: str
+    started_at: float = field(default_factory=time.time)
+    shutting_down: bool = False
+
+    def password_for(self, user: str) -> str | None:
+        """The password ``user`` must present, or None when the user is unknown."""
+        if self.users is not None:
+            return self.users.get(user)
+        return self.config.password
