@@ -1,0 +1,379 @@
+"""The option table of ``config.md`` as data, and the one function that settles a Config.
+
+Every option is a CLI flag and a ``CUBEQUEUE_*`` variable; a few also accept Cube Store's
+``CUBESTORE_*`` name in Cube Store's unit (config.md). Precedence is fixed by config.md:
+the flag, then ``CUBEQUEUE_*``, then ``CUBESTORE_*``, then the default (the default is the
+:class:`~cubequeue.server.config.Config` field default, so the two cannot drift apart).
+
+A bad value raises :class:`ConfigError` whose message is one line naming the option, where
+the value came from and the value (config.md: "A bad value stops startup with one line that
+names the option and the value"). An empty environment variable counts as unset, because
+``docker run -e X=`` and compose files produce them by accident.
+
+This module is imported by the console script before the server starts, so it imports only
+the standard library (issue 9: fast start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from cubequeue.server.config import Config
+
+__all__ = [
+    "OPTIONS",
+    "ConfigError",
+    "Option",
+    "add_arguments",
+    "build_parser",
+    "config_from",
+    "load_config",
+    "option_value",
+    "parse_bool",
+    "read_users_file",
+]
+
+_I64_MAX = 2**63 - 1
+_MIB = 1024 * 1024
+_INT_RE = re.compile(r"[+-]?[0-9][0-9_]*")
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("plain", "json")
+AUTH_METHODS = ("trust", "scram-sha-256", "md5")
+WS_AUTH_METHODS = ("none", "basic")
+#: Cube Store's hard limit on how long a result is kept (dialect doc §8 rule 9).
+RESULTS_EXPIRE_MAX_S = 300
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; ``str(err)`` is the one line to show the operator."""
+
+
+class _BadValue(ValueError):
+    """Raised by a value parser; the caller adds the option name and the value's source."""
+
+
+Parser = Callable[[str], object]
+
+
+# --- value parsers --------------------------------------------------------------------
+
+
+def _integer(lo: int, hi: int = _I64_MAX) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        stripped = text.strip()
+        if not _INT_RE.fullmatch(stripped):
+            raise _BadValue("is not an integer")
+        value = int(stripped)
+        if value < lo or value > hi:
+            if hi == _I64_MAX:
+                raise _BadValue(f"must be at least {lo}")
+            raise _BadValue(f"must be between {lo} and {hi}")
+        return value
+
+    return parse
+
+
+def _choice(choices: Sequence[str]) -> Parser:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise _BadValue("must be one of " + ", ".join(choices))
+        return value
+
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    value = text.strip()
+    if not value:
+        raise _BadValue("must not be empty")
+    return value
+
+
+def _version(text: str) -> str:
+    value = text.strip()
+    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+_-]*", value):
+        raise _BadValue("is not a version such as 1.7.25")
+    return value
+
+
+def _any_text(text: str) -> str:
+    return text
+
+
+def _readable_file(text: str) -> str:
+    path = text.strip()
+    if not path:
+        raise _BadValue("must not be empty")
+    if not os.path.isfile(path):
+        raise _BadValue("is not a file")
+    if not os.access(path, os.R_OK):
+        raise _BadValue("is not readable")
+    return path
+
+
+def parse_bool(text: str) -> bool:
+    """``1/true/yes/on`` and ``0/false/no/off``, any case (config.md, ``--test-clock``)."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise _BadValue("is not a boolean (use 1/true/yes/on or 0/false/no/off)")
+
+
+def _mib_to_bytes(text: str) -> int:
+    mib = _integer(1)(text)
+    if mib > _I64_MAX // _MIB:
+        raise _BadValue("is too large")
+    return mib * _MIB
+
+
+# --- the table ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One row of config.md's table."""
+
+    field: str
+    help: str
+    parse: Parser
+    #: Cube Store's variable for the same setting, and its parser into our unit
+    cubestore_env: str | None = None
+    cubestore_parse: Parser | None = None
+    cubestore_unit: str = ""
+    metavar: str | None = None
+    #: shown in --help as the unit of the default
+    unit: str = ""
+    is_bool: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return "CUBEQUEUE_" + self.field.upper()
+
+    @property
+    def default(self) -> object:
+        return _DEFAULTS[self.field]
+
+
+_DEFAULTS: dict[str, object] = {
+    f.name: f.default for f in dataclasses.fields(Config)
+}
+
+_PORT = _integer(1, 65535)
+_POSITIVE = _integer(1)
+_NON_NEGATIVE = _integer(0)
+
+OPTIONS: tuple[Option, ...] = (
+    Option("host", "listen address for both ports (the image sets 0.0.0.0)", _non_empty,
+           metavar="ADDR"),
+    Option("port", "PostgreSQL wire port", _PORT, metavar="PORT"),
+    Option("http_port", "Cube Store WebSocket /ws, /healthz, /readyz and /metrics port", _PORT,
+           cubestore_env="CUBESTORE_HTTP_PORT", cubestore_parse=_PORT, metavar="PORT"),
+    Option("log_level", "one of " + ", ".join(LOG_LEVELS), _choice(LOG_LEVELS),
+           metavar="LEVEL"),
+    Option("log_format", "plain or json (one JSON object per line)", _choice(LOG_FORMATS),
+           metavar="FORMAT"),
+    Option("slow_command_ms", "log commands slower than this", _NON_NEGATIVE, metavar="MS",
+           unit="ms"),
+    Option("auth", "PostgreSQL wire authentication: " + ", ".join(AUTH_METHODS),
+           _choice(AUTH_METHODS), metavar="METHOD"),
+    Option("password", "the password of every user, when no users file is given", _any_text,
+           metavar="PASSWORD"),
+    Option("users_file", "file of user:password lines; # starts a comment", _readable_file,
+           metavar="PATH"),
+    Option("ws_auth", "WebSocket authentication: none or basic (Cube's driver sends no "
+           "credentials, so keep none for Cube)", _choice(WS_AUTH_METHODS), metavar="METHOD"),
+    Option("tls_cert", "TLS certificate (PEM) for the PostgreSQL wire; needs --tls-key",
+           _readable_file, metavar="PATH"),
+    Option("tls_key", "TLS private key (PEM) for the PostgreSQL wire; needs --tls-cert",
+           _readable_file, metavar="PATH"),
+    Option("max_connections", "connections on both wires together; beyond it, 53300",
+           _POSITIVE, metavar="N"),
+    Option("max_connections_per_user", "connections per user name; beyond it, 53300",
+           _POSITIVE, metavar="N"),
+    Option("max_message_size", "largest PostgreSQL or WebSocket message", _POSITIVE,
+           cubestore_env="CUBESTORE_TRANSPORT_MAX_MESSAGE_SIZE", cubestore_parse=_POSITIVE,
+           cubestore_unit="bytes", metavar="BYTES", unit="bytes"),
+    Option("max_blocking_timeout", "RESULT_BLOCKING timeouts are capped here", _POSITIVE,
+           metavar="MS", unit="ms"),
+    Option("ws_dedup_ttl", "how long a completed WebSocket (connection_id, message_id) "
+           "result is kept for a resend", _NON_NEGATIVE, metavar="S", unit="s"),
+    Option("cubestore_version", "the X-CubeStore-Version advertised to Cube's driver",
+           _version, metavar="VERSION"),
+    Option("results_expire", "results are deleted this long after their ACK (1 to "
+           f"{RESULTS_EXPIRE_MAX_S})", _integer(1, RESULTS_EXPIRE_MAX_S),
+           cubestore_env="CUBESTORE_QUEUE_RESULTS_EXPIRE",
+           cubestore_parse=_integer(1, RESULTS_EXPIRE_MAX_S), cubestore_unit="s",
+           metavar="S", unit="s"),
+    Option("cache_max_entry_bytes", "CACHE SET larger than this: 54000", _POSITIVE,
+           cubestore_env="CUBESTORE_CACHE_MAX_ENTRY_SIZE", cubestore_parse=_POSITIVE,
+           cubestore_unit="bytes", metavar="BYTES", unit="bytes"),
+    Option("cache_max_keys", "LRU eviction beyond this many cache keys", _POSITIVE,
+           cubestore_env="CUBESTORE_CACHE_MAX_KEYS", cubestore_parse=_POSITIVE,
+           cubestore_unit="keys", metavar="N"),
+    Option("cache_max_bytes", "LRU eviction beyond this many cache bytes", _POSITIVE,
+           cubestore_env="CUBESTORE_CACHE_MAX_SIZE", cubestore_parse=_mib_to_bytes,
+           cubestore_unit="MiB", metavar="BYTES", unit="bytes"),
+    Option("max_items", "queued items in total; beyond it, ADD is refused with 54000",
+           _POSITIVE, metavar="N"),
+    Option("max_payload_bytes", "ADD payloads and ACK results larger than this: 54000",
+           _POSITIVE, metavar="BYTES", unit="bytes"),
+    Option("queue_log_size", "rows kept in system.queue_log", _NON_NEGATIVE, metavar="N"),
+    Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True),
+    Option("shutdown_grace", "after SIGTERM, open connections end with 57P01 within this time",
+           _NON_NEGATIVE, metavar="S", unit="s"),
+)
+
+_BY_FIELD = {opt.field: opt for opt in OPTIONS}
+assert set(_BY_FIELD) == set(_DEFAULTS), "config.md table and Config fields disagree"
+
+
+# --- argparse glue --------------------------------------------------------------------
+
+
+def _help_text(opt: Option) -> str:
+    parts = [opt.help]
+    env = f"env {opt.env}"
+    if opt.cubestore_env:
+        unit = f" in {opt.cubestore_unit}" if opt.cubestore_unit else ""
+        env += f", or {opt.cubestore_env}{unit}"
+    parts.append(env)
+    default = opt.default
+    if default is None:
+        parts.append("default: none")
+    elif opt.is_bool:
+        parts.append("default: " + ("on" if default else "off"))
+    else:
+        parts.append(f"default: {default}" + (f" {opt.unit}" if opt.unit else ""))
+    return "; ".join(parts).replace("%", "%%")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every option of the table to ``parser``; unset flags stay absent (SUPPRESS)."""
+    for opt in OPTIONS:
+        if opt.is_bool:
+            parser.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=_help_text(opt))
+        else:
+            parser.add_argument(opt.flag, dest=opt.field, metavar=opt.metavar,
+                                default=argparse.SUPPRESS, help=_help_text(opt))
+
+
+def _settle(opt: Option, flags: Mapping[str, object], environ: Mapping[str, str]) -> object:
+    if opt.field in flags:
+        raw = flags[opt.field]
+        if isinstance(raw, bool):  # --test-clock / --no-test-clock
+            return raw
+        return _parse(opt, opt.parse, str(raw), opt.flag)
+    value = environ.get(opt.env, "")
+    if value != "":
+        return _parse(opt, opt.parse, value, f"{opt.flag} ({opt.env})")
+    if opt.cubestore_env and opt.cubestore_parse:
+        value = environ.get(opt.cubestore_env, "")
+        if value != "":
+            unit = f" in {opt.cubestore_unit}" if opt.cubestore_unit else ""
+            return _parse(opt, opt.cubestore_parse, value,
+                          f"{opt.flag} ({opt.cubestore_env}{unit})")
+    return opt.default
+
+
+def option_value(field: str, flags: Mapping[str, object], environ: Mapping[str, str]) -> object:
+    """One option settled alone (the healthcheck needs only host, port and credentials)."""
+    return _settle(_BY_FIELD[field], flags, environ)
+
+
+def _parse(opt: Option, parse: Parser, raw: str, source: str) -> object:
+    try:
+        return parse(raw)
+    except _BadValue as err:
+        shown = "***" if opt.field == "password" else repr(raw)
+        raise ConfigError(f"invalid value for {source}: {shown} {err}") from None
+
+
+def read_users_file(path: str) -> dict[str, str]:
+    """``user:password`` lines; ``#`` starts a comment; blank lines are skipped (config.md).
+
+    The password is everything after the first colon, so it may contain colons and ``#``;
+    only a line whose first non-blank character is ``#`` is a comment.
+    """
+    users: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"invalid value for --users-file: {path!r} cannot be read "
+                          f"({err.__class__.__name__})") from None
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        user, sep, password = text.partition(":")
+        if not sep or not user.strip():
+            raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
+                              "is not user:password")
+        users[user.strip()] = password
+    if not users:
+        raise ConfigError(f"invalid value for --users-file: {path!r} names no user")
+    return users
+
+
+def _check_together(cfg: Config) -> None:
+    """Rules that span two options (config.md: auth needs a password source; TLS pairs)."""
+    if cfg.auth != "trust" and cfg.password is None and cfg.users_file is None:
+        raise ConfigError(f"invalid value for --auth: {cfg.auth!r} needs --password or "
+                          "--users-file")
+    if cfg.ws_auth == "basic" and cfg.password is None and cfg.users_file is None:
+        raise ConfigError("invalid value for --ws-auth: 'basic' needs --password or "
+                          "--users-file")
+    if (cfg.tls_cert is None) != (cfg.tls_key is None):
+        given, missing = ("--tls-cert", "--tls-key") if cfg.tls_key is None else (
+            "--tls-key", "--tls-cert")
+        raise ConfigError(f"invalid value for {given}: it needs {missing} as well")
+    if cfg.users_file is not None:
+        read_users_file(cfg.users_file)
+
+
+def parse_flags(argv: Sequence[str], *, prog: str = "cubequeue") -> dict[str, object]:
+    """The flags actually given on the command line (argparse exits 2 on unknown flags)."""
+    parser = build_parser(prog=prog)
+    return vars(parser.parse_args(list(argv)))
+
+
+def build_parser(*, prog: str = "cubequeue") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="A queue and cache server speaking Cube Store's QUEUE/CACHE dialect "
+        "over the PostgreSQL wire and Cube Store's WebSocket protocol.",
+        epilog="Precedence: the flag, then CUBEQUEUE_*, then CUBESTORE_* (in Cube Store's "
+        "unit), then the default. Empty variables count as unset. "
+        "Subcommand: 'cubequeue healthcheck --help'.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def config_from(flags: Mapping[str, object], environ: Mapping[str, str]) -> Config:
+    """Settle every option from already-parsed flags, the environment and the defaults."""
+    values = {opt.field: _settle(opt, flags, environ) for opt in OPTIONS}
+    cfg = Config(**values)  # type: ignore[arg-type]  # each parser returns its field's type
+    _check_together(cfg)
+    return cfg
+
+
+def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
+    """The Config for ``argv`` (no program name) and ``environ`` (config.md precedence)."""
+    return config_from(parse_flags(argv), environ)
