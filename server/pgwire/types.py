@@ -1,0 +1,350 @@
+"""PostgreSQL type adapters: one dumper or loader per (type OID, format) pair.
+
+Only builtin OIDs are used (``postgres-wire.md`` §1 "Types"), because asyncpg introspects
+``pg_catalog`` for any OID it has no codec for. Result columns map from the store's
+:class:`ColumnType` as dialect doc §8 rule 6 and 11 say: String → text, Int → int8,
+Boolean → bool, Timestamp (integer ms since the epoch) → timestamptz. Both text (0) and
+binary (1) formats are implemented for every type, since asyncpg asks for binary results
+and sends binary parameters, and psycopg sends Python ints as binary int2.
+
+Loaders turn parameter bytes into the plain values :func:`cubequeue.grammar.bind`
+accepts; whether a key is an id or a path follows from the Python type they return
+(``int`` for the integer OIDs, ``str`` for text-like ones), §8 rule 5.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from cubequeue.storage.errors import (
+    InvalidParameterValue,
+    InvalidTextRepresentation,
+    ProtocolViolation,
+    QueueError,
+)
+from cubequeue.storage.results import ColumnType, Value
+
+__all__ = [
+    "BOOL",
+    "COLUMN_OIDS",
+    "FLOAT8",
+    "INT2",
+    "INT4",
+    "INT8",
+    "INTEGER_OIDS",
+    "JSON",
+    "JSONB",
+    "TEXT",
+    "TIMESTAMPTZ",
+    "TYPE_SIZES",
+    "UNKNOWN",
+    "VARCHAR",
+    "VOID",
+    "InvalidBinaryRepresentation",
+    "ParamValue",
+    "RowDumper",
+    "dump_value",
+    "formats_for",
+    "load_param",
+    "row_dumper",
+]
+
+TEXT: Final = 25
+VARCHAR: Final = 1043
+INT2: Final = 21
+INT4: Final = 23
+INT8: Final = 20
+BOOL: Final = 16
+FLOAT8: Final = 701
+JSON: Final = 114
+JSONB: Final = 3802
+TIMESTAMPTZ: Final = 1184
+VOID: Final = 2278
+UNKNOWN: Final = 705  # "unknown": a literal whose type was not yet resolved
+
+#: the integer OIDs: a key parameter declared with one of these is an id (§8 rule 5)
+INTEGER_OIDS: Final = frozenset({INT2, INT4, INT8})
+
+#: ``typlen`` for RowDescription (-1: variable length)
+TYPE_SIZES: Final = {
+    TEXT: -1, VARCHAR: -1, INT2: 2, INT4: 4, INT8: 8, BOOL: 1, FLOAT8: 8,
+    JSON: -1, JSONB: -1, TIMESTAMPTZ: 8, VOID: 4, UNKNOWN: -2,
+}  # fmt: skip
+
+COLUMN_OIDS: Final = {
+    ColumnType.STRING: TEXT,
+    ColumnType.INT: INT8,
+    ColumnType.BOOLEAN: BOOL,
+    ColumnType.TIMESTAMP: TIMESTAMPTZ,
+}
+
+_NAMES: Final = {
+    TEXT: "text", VARCHAR: "character varying", INT2: "smallint", INT4: "integer",
+    INT8: "bigint", BOOL: "boolean", FLOAT8: "double precision", JSON: "json",
+    JSONB: "jsonb", TIMESTAMPTZ: "timestamp with time zone", VOID: "void", UNKNOWN: "unknown",
+}  # fmt: skip
+
+ParamValue = str | int | bool | float | None
+Dumper = Callable[[object], bytes]
+Loader = Callable[[bytes], ParamValue]
+RowDumper = Callable[[Sequence[Value]], tuple[bytes | None, ...]]
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: PostgreSQL's binary timestamps count microseconds from 2000-01-01
+_PG_EPOCH_US: Final = 946_684_800_000_000
+
+_I16 = struct.Struct("!h")
+_I32 = struct.Struct("!i")
+_I64 = struct.Struct("!q")
+_F64 = struct.Struct("!d")
+
+
+class InvalidBinaryRepresentation(QueueError, sqlstate="22P03"):
+    """A binary parameter whose size or content does not fit its declared type."""
+
+
+# --- dumpers (result values → bytes) ----------------------------------------------------
+
+
+def _text_out(value: object) -> bytes:
+    if isinstance(value, bool):
+        return b"true" if value else b"false"
+    return str(value).encode("utf-8")
+
+
+def _int_text_out(value: object) -> bytes:
+    return str(int(value)).encode("ascii")  # type: ignore[call-overload]  # ints by schema
+
+
+def _bool_text_out(value: object) -> bytes:
+    return b"t" if value else b"f"
+
+
+def _float_text_out(value: object) -> bytes:
+    return repr(float(value)).encode("ascii")  # type: ignore[arg-type]  # floats by schema
+
+
+def _timestamp_text(ms: int) -> str:
+    """PostgreSQL's ISO output in UTC: ``2026-11-30 15:04:05.123+00``, zeros trimmed."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    text = moment.strftime("%Y-%m-%d %H:%M:%S")
+    frac = ms % 1000
+    if frac:
+        text += f".{frac:03d}".rstrip("0")
+    return text + "+00"
+
+
+def _timestamp_text_out(value: object) -> bytes:
+    return _timestamp_text(value).encode("ascii")  # type: ignore[arg-type]  # ms ints by schema
+
+
+def _int2_bin_out(value: object) -> bytes:
+    return _I16.pack(value)
+
+
+def _int4_bin_out(value: object) -> bytes:
+    return _I32.pack(value)
+
+
+def _int8_bin_out(value: object) -> bytes:
+    return _I64.pack(value)
+
+
+def _bool_bin_out(value: object) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def _float_bin_out(value: object) -> bytes:
+    return _F64.pack(value)
+
+
+def _jsonb_bin_out(value: object) -> bytes:
+    return b"\x01" + _text_out(value)
+
+
+def _timestamp_bin_out(value: object) -> bytes:
+    return _I64.pack(int(value) * 1000 - _PG_EPOCH_US)  # type: ignore[call-overload]  # ms ints
+
+
+def _void_out(_value: object) -> bytes:
+    return b""
+
+
+_DUMPERS: Final[dict[tuple[int, int], Dumper]] = {
+    (TEXT, 0): _text_out, (TEXT, 1): _text_out,
+    (VARCHAR, 0): _text_out, (VARCHAR, 1): _text_out,
+    (JSON, 0): _text_out, (JSON, 1): _text_out,
+    (JSONB, 0): _text_out, (JSONB, 1): _jsonb_bin_out,
+    (UNKNOWN, 0): _text_out, (UNKNOWN, 1): _text_out,
+    (INT2, 0): _int_text_out, (INT2, 1): _int2_bin_out,
+    (INT4, 0): _int_text_out, (INT4, 1): _int4_bin_out,
+    (INT8, 0): _int_text_out, (INT8, 1): _int8_bin_out,
+    (BOOL, 0): _bool_text_out, (BOOL, 1): _bool_bin_out,
+    (FLOAT8, 0): _float_text_out, (FLOAT8, 1): _float_bin_out,
+    (TIMESTAMPTZ, 0): _timestamp_text_out, (TIMESTAMPTZ, 1): _timestamp_bin_out,
+    (VOID, 0): _void_out, (VOID, 1): _void_out,
+}  # fmt: skip
+
+
+def dump_value(oid: int, fmt: int, value: object) -> bytes:
+    return _DUMPERS[(oid, fmt)](value)
+
+
+def row_dumper(oids: Sequence[int], formats: Sequence[int]) -> RowDumper:
+    """A function turning one row into DataRow values, fixed per (column OIDs, formats)."""
+    fns = [_DUMPERS[(oid, fmt)] for oid, fmt in zip(oids, formats, strict=True)]
+    if all(fn is _text_out for fn in fns):
+
+        def text_row(row: Sequence[Value]) -> tuple[bytes | None, ...]:
+            return tuple(None if v is None else _text_out(v) for v in row)
+
+        return text_row
+
+    def dump(row: Sequence[Value]) -> tuple[bytes | None, ...]:
+        return tuple(None if v is None else fn(v) for fn, v in zip(fns, row, strict=True))
+
+    return dump
+
+
+# --- loaders (parameter bytes → values) -------------------------------------------------
+
+
+def _text_in(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidTextRepresentation('invalid byte sequence for encoding "UTF8"') from None
+
+
+def _jsonb_bin_in(raw: bytes) -> str:
+    if not raw or raw[0] != 1:
+        raise InvalidBinaryRepresentation("unsupported jsonb version number")
+    return _text_in(raw[1:])
+
+
+def _int_text_in(oid: int) -> Loader:
+    def load(raw: bytes) -> int:
+        text = _text_in(raw).strip()
+        try:
+            return int(text)
+        except ValueError:
+            raise InvalidTextRepresentation(
+                f'invalid input syntax for type {_NAMES[oid]}: "{text}"'
+            ) from None
+
+    return load
+
+
+def _fixed_bin_in(unpack: struct.Struct) -> Loader:
+    def load(raw: bytes) -> int | float:
+        if len(raw) != unpack.size:
+            raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter")
+        value: int | float = unpack.unpack(raw)[0]
+        return value
+
+    return load
+
+
+_TRUE: Final = frozenset({"t", "true", "y", "yes", "on", "1"})
+_FALSE: Final = frozenset({"f", "false", "n", "no", "off", "0"})
+
+
+def _bool_text_in(raw: bytes) -> bool:
+    text = _text_in(raw).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise InvalidTextRepresentation(f'invalid input syntax for type boolean: "{text}"')
+
+
+def _bool_bin_in(raw: bytes) -> bool:
+    if len(raw) != 1:
+        raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter")
+    return raw != b"\x00"
+
+
+def _float_text_in(raw: bytes) -> float:
+    text = _text_in(raw).strip()
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidTextRepresentation(
+            f'invalid input syntax for type double precision: "{text}"'
+        ) from None
+
+
+def _timestamp_text_in(raw: bytes) -> int:
+    text = _text_in(raw).strip()
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidTextRepresentation(
+            f'invalid input syntax for type timestamp with time zone: "{text}"'
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _timestamp_bin_in(raw: bytes) -> int:
+    if len(raw) != 8:
+        raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter")
+    return (int(_I64.unpack(raw)[0]) + _PG_EPOCH_US) // 1000
+
+
+def _void_in(_raw: bytes) -> None:
+    return None
+
+
+_LOADERS: Final[dict[tuple[int, int], Loader]] = {
+    (TEXT, 0): _text_in, (TEXT, 1): _text_in,
+    (VARCHAR, 0): _text_in, (VARCHAR, 1): _text_in,
+    (UNKNOWN, 0): _text_in, (UNKNOWN, 1): _text_in,
+    (JSON, 0): _text_in, (JSON, 1): _text_in,
+    (JSONB, 0): _text_in, (JSONB, 1): _jsonb_bin_in,
+    (INT2, 0): _int_text_in(INT2), (INT2, 1): _fixed_bin_in(_I16),
+    (INT4, 0): _int_text_in(INT4), (INT4, 1): _fixed_bin_in(_I32),
+    (INT8, 0): _int_text_in(INT8), (INT8, 1): _fixed_bin_in(_I64),
+    (BOOL, 0): _bool_text_in, (BOOL, 1): _bool_bin_in,
+    (FLOAT8, 0): _float_text_in, (FLOAT8, 1): _fixed_bin_in(_F64),
+    (TIMESTAMPTZ, 0): _timestamp_text_in, (TIMESTAMPTZ, 1): _timestamp_bin_in,
+    (VOID, 0): _void_in, (VOID, 1): _void_in,
+}  # fmt: skip
+
+
+def load_param(oid: int, fmt: int, raw: bytes | None, index: int) -> ParamValue:
+    """Decode parameter ``index`` (1-based) sent with type ``oid`` (0 = text-like)."""
+    if raw is None:
+        return None
+    loader = _LOADERS.get((oid or UNKNOWN, fmt))
+    if loader is None:
+        if fmt == 0:  # any other type sent as text reaches the grammar as its text
+            return _text_in(raw)
+        raise InvalidBinaryRepresentation(
+            f"incorrect binary data format in bind parameter {index}: "
+            f"type OID {oid} is not supported in binary"
+        )
+    try:
+        return loader(raw)
+    except InvalidBinaryRepresentation:
+        raise InvalidBinaryRepresentation(
+            f"incorrect binary data format in bind parameter {index}"
+        ) from None
+
+
+def formats_for(codes: Sequence[int], count: int, what: str) -> tuple[int, ...]:
+    """Expand a Bind format-code list (none = text, one = all, else one each)."""
+    for code in codes:
+        if code not in (0, 1):
+            raise InvalidParameterValue(f"unsupported format code: {code}")
+    if not codes:
+        return (0,) * count
+    if len(codes) == 1:
+        return (codes[0],) * count
+    if len(codes) != count:
+        raise ProtocolViolation(f"bind message has {len(codes)} {what} formats but {count} {what}s")
+    return tuple(codes)
