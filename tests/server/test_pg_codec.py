@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import Decoder, FramingError, decode_sasl_initial_response, encode
+from cubequeue.server.pgwire.codec import (
+    Decoder,
+    FramingError,
+    decode_sasl_initial_response,
+    encode,
+)
 from cubequeue.server.pgwire.peer import BackendDecoder, encode_frontend
 from cubequeue.storage.errors import ProtocolViolation
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # (message, golden hex) — frontend messages as a client writes them (PostgreSQL 15
 # "Message Formats"; the startup packets as captured from psql 15 / libpq).
@@ -30,8 +34,16 @@ FRONTEND = [
     (m.Parse("", "x", ()), "50000000090078000000"),
     (
         m.Bind("p", "s", (1,), (b"\x00\x07", None), (0, 1)),
-        "420000001e" + "7000" + "7300" + "0001" + "0001" + "0002" + "000000020007"
-        + "ffffffff" + "0002" + "00000001",
+        "420000001e"
+        + "7000"
+        + "7300"
+        + "0001"
+        + "0001"
+        + "0002"
+        + "000000020007"
+        + "ffffffff"
+        + "0002"
+        + "00000001",
     ),
     (m.Describe("S", "s1"), "440000000853733100"),
     (m.Describe("P", ""), "440000000650" + "00"),
@@ -64,13 +76,27 @@ BACKEND = [
     (m.ReadyForQuery("E"), "5a0000000545"),
     (
         m.RowDescription((m.FieldDescription("id", 25),)),
-        "540000001b" + "0001" + "696400" + "00000000" + "0000" + "00000019" + "ffff"
-        + "ffffffff" + "0000",
+        "540000001b"
+        + "0001"
+        + "696400"
+        + "00000000"
+        + "0000"
+        + "00000019"
+        + "ffff"
+        + "ffffffff"
+        + "0000",
     ),
     (
         m.RowDescription((m.FieldDescription("n", 20, 8, 1),)),
-        "540000001a" + "0001" + "6e00" + "00000000" + "0000" + "00000014" + "0008"
-        + "ffffffff" + "0001",
+        "540000001a"
+        + "0001"
+        + "6e00"
+        + "00000000"
+        + "0000"
+        + "00000014"
+        + "0008"
+        + "ffffffff"
+        + "0001",
     ),
     (m.DataRow((b"1", None, b"")), "4400000013" + "0003" + "0000000131" + "ffffffff" + "00000000"),
     (m.DataRow(()), "44000000060000"),
