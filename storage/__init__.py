@@ -1,1 +1,34 @@
-"""The in-memory, single-writer queue and cache store (pure, synchronous, clock injected)."""
+"""The in-memory, single-writer queue and cache store (pure, synchronous, clock injected).
+
+Entry point: :class:`Store` (dialect doc §3 to §5 and §8). Import submodules as
+``cubequeue.storage.<module>``; this package re-exports the public API.
+"""
+
+from __future__ import annotations
+
+from cubequeue.storage.clock import AdjustableClock, Clock, FakeClock
+from cubequeue.storage.errors import QueueError
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.queue_log import Departure
+from cubequeue.storage.queue_results import Waiter
+from cubequeue.storage.results import EMPTY, Column, ColumnType, ResultSet
+from cubequeue.storage.stats import PrefixCounts, StoreStats
+from cubequeue.storage.store import SYSTEM_TABLES, Store
+
+__all__ = [
+    "EMPTY",
+    "SYSTEM_TABLES",
+    "AdjustableClock",
+    "Clock",
+    "Column",
+    "ColumnType",
+    "Departure",
+    "FakeClock",
+    "Limits",
+    "PrefixCounts",
+    "QueueError",
+    "ResultSet",
+    "Store",
+    "StoreStats",
+    "Waiter",
+]

@@ -1,0 +1,178 @@
+"""Per-prefix queue state: the pending and active sets, and the incremental summary.
+
+Prefix matching in Cube Store is exact equality (dialect doc §2.1), so every queue view
+(LIST, RETRIEVE's counts, TO_CANCEL) reads one prefix. Each :class:`PrefixState` keeps:
+
+* ``pending``: a SortedList of ranks (-priority, created, id), LIST/PENDING order (§3.9);
+* ``active``: a SortedDict id → item (ACTIVE order and RETRIEVE's key list, §3.3);
+* ``heartbeats``: a SortedList of (heartbeat, id) over active items, for STALLED and
+  ``max_heartbeat_age_ms``;
+* ``by_created``: a SortedList of (created, id) over pending items, for ORPHANED and
+  ``oldest_pending_ms``; ``by_orphaned``: (orphaned, id) for pending items that carry their
+  own ORPHANED time (which wins over the command's timeout, §3.10).
+
+So every count is O(1), every change O(log n), and ``system.queue_prefixes`` (issue 9) is
+read without scanning items. A prefix's state lives while it holds items or results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from cubequeue.storage.queue_item import Item
+from cubequeue.storage.results import Row
+from sortedcontainers import SortedDict, SortedList
+
+__all__ = ["PrefixState", "Prefixes"]
+
+
+class PrefixState:
+    __slots__ = (
+        "active",
+        "by_created",
+        "by_orphaned",
+        "heartbeats",
+        "last_concurrency",
+        "last_to_cancel",
+        "pending",
+        "prefix",
+        "results",
+    )
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.pending = SortedList()
+        self.active = SortedDict()
+        self.heartbeats = SortedList()
+        self.by_created = SortedList()
+        self.by_orphaned = SortedList()
+        #: unexpired results whose path has this prefix
+        self.results = 0
+        #: CONCURRENCY of the latest RETRIEVE / ADD_AND_RETRIEVE here (issue 9)
+        self.last_concurrency: int | None = None
+        #: (heartbeat timeout, orphaned timeout) of the latest TO_CANCEL here; CANCEL uses
+        #: it to log ``cancelled_stalled`` / ``cancelled_orphaned`` (issue 9)
+        self.last_to_cancel: tuple[int | None, int | None] | None = None
+
+    @property
+    def pending_count(self) -> int:
+        return len(self.pending)
+
+    @property
+    def active_count(self) -> int:
+        return len(self.active)
+
+    @property
+    def empty(self) -> bool:
+        return not self.pending and not self.active and self.results == 0
+
+    # -- membership -------------------------------------------------------------------
+
+    def add_pending(self, item: Item) -> None:
+        self.pending.add(item.rank)
+        self.by_created.add((item.created, item.id))
+        if item.orphaned is not None:
+            self.by_orphaned.add((item.orphaned, item.id))
+
+    def _drop_pending(self, item: Item) -> None:
+        self.pending.remove(item.rank)
+        self.by_created.remove((item.created, item.id))
+        if item.orphaned is not None:
+            self.by_orphaned.remove((item.orphaned, item.id))
+
+    def activate(self, item: Item, now: int) -> None:
+        """pending → active; the claim sets the heartbeat (§3.3 step 8)."""
+        self._drop_pending(item)
+        item.activated = now
+        item.heartbeat = now
+        self.active[item.id] = item
+        self.heartbeats.add((now, item.id))
+
+    def beat(self, item: Item, now: int) -> None:
+        if item.activated is not None and item.heartbeat is not None:
+            self.heartbeats.remove((item.heartbeat, item.id))
+            self.heartbeats.add((now, item.id))
+        item.heartbeat = now
+
+    def remove(self, item: Item) -> None:
+        if item.activated is None:
+            self._drop_pending(item)
+        else:
+            del self.active[item.id]
+            if item.heartbeat is not None:
+                self.heartbeats.remove((item.heartbeat, item.id))
+
+    # -- views ------------------------------------------------------------------------
+
+    def active_keys(self) -> list[str]:
+        return [item.key for item in self.active.values()]
+
+    def pending_ids(self) -> Iterator[int]:
+        """Pending ids in LIST/PENDING order (priority desc, created asc, id asc)."""
+        for rank in self.pending:
+            yield rank[2]
+
+    def stalled_ids(self, now: int, heartbeat_timeout: int) -> Iterator[int]:
+        """Active items whose heartbeat is more than ``heartbeat_timeout`` ms old."""
+        for _, id_ in self.heartbeats.irange(None, (now - heartbeat_timeout,), (True, False)):
+            yield id_
+
+    def old_pending_ids(self, now: int, orphaned_timeout: int) -> Iterator[int]:
+        """Pending items created more than ``orphaned_timeout`` ms ago (may include items
+        with their own ORPHANED time; the caller filters those)."""
+        for _, id_ in self.by_created.irange(None, (now - orphaned_timeout,), (True, False)):
+            yield id_
+
+    def own_orphaned_ids(self, now: int) -> Iterator[int]:
+        """Pending items whose own ORPHANED instant is before ``now``."""
+        for _, id_ in self.by_orphaned.irange(None, (now,), (True, False)):
+            yield id_
+
+    def summary_row(self, now: int) -> Row:
+        """One ``system.queue_prefixes`` row (§8 rule 11)."""
+        oldest = now - self.by_created[0][0] if self.by_created else None
+        max_age = now - self.heartbeats[0][0] if self.heartbeats else None
+        return (
+            self.prefix,
+            len(self.pending),
+            len(self.active),
+            self.results,
+            oldest,
+            max_age,
+            self.last_concurrency,
+        )
+
+
+class Prefixes:
+    """The live prefix states, created on first use and dropped once empty."""
+
+    __slots__ = ("_states",)
+
+    def __init__(self) -> None:
+        self._states: dict[str, PrefixState] = {}
+
+    def get(self, prefix: str) -> PrefixState | None:
+        return self._states.get(prefix)
+
+    def ensure(self, prefix: str) -> PrefixState:
+        state = self._states.get(prefix)
+        if state is None:
+            state = self._states[prefix] = PrefixState(prefix)
+        return state
+
+    def release(self, state: PrefixState) -> None:
+        """Forget ``state`` if it holds nothing any more."""
+        if state.empty and self._states.get(state.prefix) is state:
+            del self._states[state.prefix]
+
+    def clear(self) -> None:
+        self._states.clear()
+
+    def __iter__(self) -> Iterator[PrefixState]:
+        return iter(self._states.values())
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def sorted(self) -> list[PrefixState]:
+        return [self._states[p] for p in sorted(self._states)]

@@ -1,0 +1,116 @@
+"""One queue item, and the path → (prefix, key) split shared by every queue index.
+
+An item is Cube Store's QueueItems row plus its payload row (dialect doc §2.2), kept as
+one slotted object so a queued item costs a few hundred bytes beyond its path and payload
+(issue 2: at most 1 KiB). Times are integer milliseconds (§8 rule 2).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Item", "path_key", "path_prefix"]
+
+
+def path_prefix(path: str) -> str:
+    """The prefix of ``path`` for index purposes: before the last ``:``, else ``""`` (§2.1)."""
+    prefix, sep, _ = path.rpartition(":")
+    return prefix if sep else ""
+
+
+def path_key(path: str) -> str:
+    """The key of ``path``: everything after the last ``:``, or the whole path (§2.1)."""
+    return path.rpartition(":")[2]
+
+
+class Item:
+    """A queued item. ``activated`` is None while pending, else the time of its claim.
+
+    The status is derived from ``activated`` (Cube Store's ``finished`` status is never
+    used, §2.2). ``prefix`` is the shared string of the item's prefix state, so it costs
+    one pointer. ``rank`` is the pending-set key (-priority, created, id): LIST and
+    PENDING order (§3.9, ties by id per §8 rule 2).
+    """
+
+    __slots__ = (
+        "activated",
+        "created",
+        "exclusive",
+        "expire",
+        "external_id",
+        "extra",
+        "heartbeat",
+        "id",
+        "orphaned",
+        "path",
+        "payload",
+        "prefix",
+        "priority",
+        "process_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: int,
+        path: str,
+        prefix: str,
+        payload: str,
+        priority: int,
+        created: int,
+        orphaned: int | None,
+        expire: int,
+        process_id: str | None,
+        exclusive: bool,
+        external_id: str | None,
+    ) -> None:
+        self.id = id
+        self.path = path
+        self.prefix = prefix
+        self.payload = payload
+        self.extra: str | None = None
+        self.priority = priority
+        self.created = created
+        self.heartbeat: int | None = None
+        self.orphaned = orphaned
+        self.expire = expire
+        self.process_id = process_id
+        self.exclusive = exclusive
+        self.external_id = external_id
+        self.activated: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.activated is not None
+
+    @property
+    def status(self) -> str:
+        return "pending" if self.activated is None else "active"
+
+    @property
+    def key(self) -> str:
+        return path_key(self.path)
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        return (-self.priority, self.created, self.id)
+
+    def visible_to(self, process_id: str | None) -> bool:
+        """LIST/PENDING/ACTIVE filter: an exclusive item with a process id is shown only
+        to that process (§3.9)."""
+        if self.exclusive and self.process_id is not None:
+            return self.process_id == process_id
+        return True
+
+    def stalled(self, now: int, heartbeat_timeout: int | None) -> bool:
+        """TO_CANCEL's test for an active item (§3.10, strict ``>`` in ms per §8 rule 2)."""
+        if heartbeat_timeout is None or self.activated is None:
+            return False
+        since = self.heartbeat if self.heartbeat is not None else self.created
+        return now - since > heartbeat_timeout
+
+    def orphaned_at(self, now: int, orphaned_timeout: int | None) -> bool:
+        """TO_CANCEL's test for a pending item: its own ORPHANED time wins (§3.10)."""
+        if orphaned_timeout is None or self.activated is not None:
+            return False
+        if self.orphaned is not None:
+            return self.orphaned < now
+        return now - self.created > orphaned_timeout

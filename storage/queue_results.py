@@ -1,0 +1,173 @@
+"""Queue results and RESULT_BLOCKING waiters (dialect doc §2.3, §3.11, §3.12, §8 rules 8, 13).
+
+A result's id is its item's id. Three indexes, as Cube Store's QueueResults table has:
+
+* by id (read-many, "v2");
+* by path, where the *latest* (highest id) result is the one RESULT <path> consumes. The
+  results of one path arrive in ascending id order (a path holds one live item at a time),
+  so each path keeps a short list in id order;
+* by (path, external_id), unique; cubequeue replaces an older row instead of failing the
+  ACK (§8 rule 8).
+
+Waiters are plain callbacks (§8 rule 13): the store never imports asyncio, the server's
+callback resolves its own future. A waiter is registered under an id or a path, is called
+at most once, and :meth:`Waiter.cancel` withdraws it without leaking its slot.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+
+from cubequeue.storage.results import ResultSet, Row
+
+__all__ = ["Result", "Results", "Waiter", "Waiters"]
+
+
+class Result:
+    __slots__ = ("deleted", "expire", "external_id", "id", "path", "prefix", "value")
+
+    def __init__(
+        self,
+        *,
+        id: int,
+        path: str,
+        prefix: str,
+        value: str,
+        expire: int,
+        external_id: str | None,
+    ) -> None:
+        self.id = id
+        self.path = path
+        self.prefix = prefix
+        self.value = value
+        self.expire = expire
+        self.external_id = external_id
+        #: Cube Store's "ready to delete" flag: set when consumed by path (§3.11)
+        self.deleted = False
+
+    def row(self) -> Row:
+        """The RESULT row: payload, type, id, external_id (§3.11)."""
+        return (self.value, "success", str(self.id), self.external_id)
+
+
+class Results:
+    """The unexpired results; callers sweep expired ones before each step (§8 rule 9)."""
+
+    __slots__ = ("_by_id", "_by_path", "_by_path_ext")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, Result] = {}
+        self._by_path: dict[str, list[Result]] = {}
+        self._by_path_ext: dict[tuple[str, str], Result] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def by_id(self, id_: int) -> Result | None:
+        return self._by_id.get(id_)
+
+    def by_path_ext(self, path: str, external_id: str) -> Result | None:
+        return self._by_path_ext.get((path, external_id))
+
+    def latest(self, path: str) -> Result | None:
+        rows = self._by_path.get(path)
+        return rows[-1] if rows else None
+
+    def add(self, result: Result) -> None:
+        self._by_id[result.id] = result
+        rows = self._by_path.setdefault(result.path, [])
+        if rows and rows[-1].id > result.id:  # cannot happen (see module doc); stay sorted
+            bisect.insort(rows, result, key=_result_id)
+        else:
+            rows.append(result)
+        if result.external_id is not None:
+            self._by_path_ext[(result.path, result.external_id)] = result
+
+    def remove(self, result: Result) -> None:
+        del self._by_id[result.id]
+        rows = self._by_path[result.path]
+        if rows[-1] is result:
+            rows.pop()
+        else:
+            rows.pop(bisect.bisect_left(rows, result.id, key=_result_id))
+        if not rows:
+            del self._by_path[result.path]
+        if result.external_id is not None:
+            key = (result.path, result.external_id)
+            if self._by_path_ext.get(key) is result:
+                del self._by_path_ext[key]
+
+    def clear(self) -> None:
+        self._by_id.clear()
+        self._by_path.clear()
+        self._by_path_ext.clear()
+
+    def all_by_id(self) -> list[Result]:
+        return sorted(self._by_id.values(), key=_result_id)
+
+
+def _result_id(result: Result) -> int:
+    return result.id
+
+
+Callback = Callable[[ResultSet], None]
+
+
+class Waiter:
+    """A registered RESULT_BLOCKING callback; :meth:`cancel` is idempotent."""
+
+    __slots__ = ("_bucket", "_key", "_owner", "callback")
+
+    def __init__(self, owner: Waiters, bucket: dict[int | str, dict[Waiter, None]],
+                 key: int | str, callback: Callback) -> None:
+        self._owner: Waiters | None = owner
+        self._bucket = bucket
+        self._key = key
+        self.callback = callback
+
+    @property
+    def pending(self) -> bool:
+        """Still registered: neither woken nor cancelled."""
+        return self._owner is not None
+
+    def cancel(self) -> None:
+        owner, self._owner = self._owner, None
+        if owner is None:
+            return
+        group = self._bucket.get(self._key)
+        if group is not None:
+            group.pop(self, None)
+            if not group:
+                del self._bucket[self._key]
+        owner.count -= 1
+
+
+class Waiters:
+    """Waiters by id key and by path key (§3.12 step 3)."""
+
+    __slots__ = ("_by_id", "_by_path", "count")
+
+    def __init__(self) -> None:
+        self._by_id: dict[int | str, dict[Waiter, None]] = {}
+        self._by_path: dict[int | str, dict[Waiter, None]] = {}
+        self.count = 0
+
+    def register(self, key: int | str, callback: Callback) -> Waiter:
+        bucket = self._by_id if isinstance(key, int) else self._by_path
+        waiter = Waiter(self, bucket, key, callback)
+        bucket.setdefault(key, {})[waiter] = None
+        self.count += 1
+        return waiter
+
+    def has(self, id_: int, path: str) -> tuple[bool, bool]:
+        """Whether anyone waits on (this id, this path)."""
+        return id_ in self._by_id, path in self._by_path
+
+    def take(self, id_: int, path: str) -> list[Waiter]:
+        """Unregister and return every waiter on ``id_`` or on ``path``."""
+        taken = list(self._by_id.pop(id_, {})) + list(self._by_path.pop(path, {}))
+        for waiter in taken:
+            waiter._owner = None
+        self.count -= len(taken)
+        return taken

@@ -1,0 +1,268 @@
+"""The Store facade: one entry point for every bound command (INTERFACES.md, storage API).
+
+Each call is one atomic step (dialect doc §1.6, §7): the clock is read once, expired
+queue rows are swept (§8 rule 9; O(1) when nothing is due, so an idle store does no
+work), the command runs through a dispatch table keyed by command class (style.md §10),
+and only after it returned are the step's post-commit effects run: RESULT_BLOCKING
+callbacks (§8 rule 13) and ``on_departure`` hooks. A command that raises has changed
+nothing, because every command validates before it mutates.
+
+The store never waits and never imports asyncio: RESULT_BLOCKING either answers at once or
+registers the server's callback (:meth:`Store.result_blocking`); the server owns the
+timeout and withdraws the :class:`~cubequeue.storage.queue_results.Waiter`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TypeVar
+
+from cubequeue.grammar.commands import (
+    CacheGet,
+    CacheIncr,
+    CacheKeys,
+    CachePurge,
+    CacheRemove,
+    CacheSet,
+    CacheTruncate,
+    Command,
+    QueueAck,
+    QueueAdd,
+    QueueAddAndRetrieve,
+    QueueCancel,
+    QueueGet,
+    QueueHeartbeat,
+    QueueList,
+    QueueMergeExtra,
+    QueuePurge,
+    QueueResult,
+    QueueResultBlocking,
+    QueueRetrieve,
+    QueueToCancel,
+    QueueTruncate,
+    SysCachestore,
+    SysClock,
+)
+from cubequeue.storage import bound
+from cubequeue.storage.cache import CacheStore
+from cubequeue.storage.clock import AdjustableClock, Clock
+from cubequeue.storage.errors import (
+    FeatureNotSupported,
+    InsufficientPrivilege,
+    InternalError,
+    InvalidParameterValue,
+)
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.queue import QueueState
+from cubequeue.storage.queue_commands import QueueCommands
+from cubequeue.storage.queue_log import Departure
+from cubequeue.storage.queue_results import Callback, Waiter
+from cubequeue.storage.results import EMPTY, ResultSet, Row
+from cubequeue.storage.stats import PrefixCounts, StoreStats
+from cubequeue.storage.sysinfo import queue_info_rows
+from cubequeue.storage.system_tables import (
+    queue_prefixes_table,
+    queue_results_table,
+    queue_table,
+)
+
+__all__ = ["SYSTEM_TABLES", "Store"]
+
+_log = logging.getLogger("cubequeue.queue")
+
+#: names accepted by :meth:`Store.system_table` (with or without ``system.``)
+SYSTEM_TABLES = ("queue", "queue_results", "cache", "queue_prefixes", "queue_log")
+
+_CLOCK_DISABLED = "clock control is disabled; start the server with --test-clock"
+
+_Handler = Callable[..., ResultSet]
+_C = TypeVar("_C", bound=Command)
+
+
+class Store:
+    """The in-memory queue and cache behind every QUEUE, CACHE and SYS statement."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        limits: Limits | None = None,
+        *,
+        on_departure: Callable[[Departure], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.limits = limits if limits is not None else Limits()
+        self._queue = QueueState(
+            queue_log_size=self.limits.queue_log_size, on_departure=on_departure
+        )
+        self._commands = QueueCommands(self._queue, self.limits)
+        self._cache = CacheStore(clock, self.limits)
+        c, cache = self._commands, self._cache
+        self._dispatch: dict[type[Command], _Handler] = {
+            QueueAdd: c.queue_add,
+            QueueAddAndRetrieve: c.queue_add_and_retrieve,
+            QueueRetrieve: c.queue_retrieve,
+            QueueAck: c.queue_ack,
+            QueueCancel: c.queue_cancel,
+            QueueGet: c.queue_get,
+            QueueHeartbeat: c.queue_heartbeat,
+            QueueMergeExtra: c.queue_merge_extra,
+            QueueList: c.queue_list,
+            QueueToCancel: c.queue_to_cancel,
+            QueueResult: c.queue_result,
+            QueueTruncate: c.queue_truncate,
+            QueuePurge: c.queue_purge,
+            CacheSet: _cache_step(cache.cache_set),
+            CacheGet: _cache_step(cache.cache_get),
+            CacheKeys: _cache_step(cache.cache_keys),
+            CacheRemove: _cache_step(cache.cache_remove),
+            CacheTruncate: _cache_step(cache.cache_truncate),
+            CacheIncr: _cache_step(cache.cache_incr),
+            CachePurge: _cache_step(cache.cache_purge),
+            SysCachestore: self.sys_cachestore,
+            SysClock: self.sys_clock,
+        }
+
+    # -- steps --------------------------------------------------------------------------
+
+    def _begin(self) -> int:
+        now = self.clock()
+        self._queue.sweep(now)
+        return now
+
+    def _commit(self) -> None:
+        """Run the step's post-commit effects; a failing callback is logged, not raised,
+        because the step it follows has committed."""
+        effects = self._queue.after
+        if not effects:
+            return
+        self._queue.after = []
+        for effect in effects:
+            try:
+                effect()
+            except Exception:
+                _log.exception("post-commit callback failed")
+
+    def execute(self, cmd: Command, process_id: str | None = None) -> ResultSet:
+        """Run one bound command (anything but RESULT_BLOCKING) as one atomic step."""
+        handler = self._dispatch.get(type(cmd))
+        if handler is None:
+            if isinstance(cmd, QueueResultBlocking):
+                raise InternalError("QUEUE RESULT_BLOCKING goes through Store.result_blocking")
+            raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
+        now = self._begin()
+        try:
+            result = handler(cmd, process_id, now)
+        except BaseException:
+            self._queue.after.clear()  # the sweep's departures still happened
+            self._commit()
+            raise
+        self._commit()
+        return result
+
+    def result_blocking(
+        self, cmd: QueueResultBlocking, callback: Callback, process_id: str | None = None
+    ) -> ResultSet | Waiter:
+        """§3.12: the row at once (consuming by path), or ``callback`` registered until
+        the matching ACK, returned as a :class:`Waiter` the server cancels on timeout."""
+        now = self._begin()
+        try:
+            return self._commands.queue_result_blocking(cmd, callback, now)
+        finally:
+            self._commit()
+
+    # -- SYS ----------------------------------------------------------------------------
+
+    def sys_cachestore(self, cmd: SysCachestore, process_id: str | None, now: int) -> ResultSet:
+        """§5.1 (COMPACTION also sweeps, §8 rule 9; the queue was swept at step start)."""
+        action = cmd.action
+        if action in ("healthcheck", "persist"):
+            return EMPTY
+        if action == "compaction":
+            self._cache.sweep()
+            return EMPTY
+        if action == "eviction":
+            self._cache.run_eviction()
+            return ResultSet(cmd.result_columns(), list(self._cache.eviction_rows()))
+        if action == "info":
+            self._cache.sweep()
+            rows: list[Row] = [*self._cache.info_rows(), *queue_info_rows(self._queue, now)]
+            return ResultSet(cmd.result_columns(), rows)
+        raise InternalError(f"unknown SYS CACHESTORE action {action!r}")
+
+    def sys_clock(self, cmd: SysClock, process_id: str | None, now: int) -> ResultSet:
+        """cubequeue's test clock (issue 9): refused with 42501 unless ``--test-clock``."""
+        clock = self.clock
+        if not self.limits.clock_control or not isinstance(clock, AdjustableClock):
+            raise InsufficientPrivilege(_CLOCK_DISABLED)
+        if cmd.action == "advance":
+            ms = bound.opt_num(cmd.ms)
+            if ms is None or ms < 0:
+                raise InvalidParameterValue(
+                    f"SYS CLOCK ADVANCE needs a non-negative number of milliseconds, actual: {ms}"
+                )
+            clock.advance(ms)
+        elif cmd.action == "freeze":
+            clock.freeze()
+        elif cmd.action == "resume":
+            clock.resume()
+        return ResultSet(cmd.RESULT_COLUMNS, [(clock(), clock.offset_ms, clock.frozen)])
+
+    # -- views --------------------------------------------------------------------------
+
+    def system_table(self, name: str) -> ResultSet:
+        """The live rows of ``system.<name>`` (§8 rule 11); see :data:`SYSTEM_TABLES`."""
+        table = name.lower().removeprefix("system.")
+        now = self._begin()
+        try:
+            if table == "queue":
+                return queue_table(self._queue)
+            if table == "queue_results":
+                return queue_results_table(self._queue)
+            if table == "cache":
+                return self._cache.system_rows()
+            if table == "queue_prefixes":
+                return queue_prefixes_table(self._queue, now)
+            if table == "queue_log":
+                return self._queue.log.table()
+        finally:
+            self._commit()
+        raise FeatureNotSupported(f"unknown system table: system.{table}")
+
+    def pending_page(
+        self, prefix: str, limit: int, process_id: str | None = None, *, with_payload: bool = False
+    ) -> ResultSet:
+        """The first ``limit`` rows QUEUE PENDING would return, in O(limit + log n): for
+        benchmarks and operators; not a statement."""
+        self._begin()
+        try:
+            rows = self._commands.list_rows(prefix, "pending", with_payload, process_id, limit)
+        finally:
+            self._commit()
+        return ResultSet(QueueList(prefix=prefix, with_payload=with_payload).result_columns(), rows)
+
+    def stats(self) -> StoreStats:
+        self._begin()
+        self._commit()
+        queue = self._queue
+        return StoreStats(
+            prefixes=[
+                PrefixCounts(s.prefix, s.pending_count, s.active_count)
+                for s in queue.prefixes.sorted()
+            ],
+            items_total=len(queue),
+            results_total=len(queue.results),
+            waiters=queue.waiters.count,
+            cache_keys=self._cache.keys,
+            cache_bytes=self._cache.bytes,
+            evictions_total=self._cache.evictions_total,
+        )
+
+
+def _cache_step(method: Callable[[_C], ResultSet]) -> _Handler:
+    """Adapt a CacheStore method (which reads the clock itself) to the handler shape."""
+
+    def handler(cmd: _C, process_id: str | None, now: int) -> ResultSet:
+        return method(cmd)
+
+    return handler

@@ -1,0 +1,71 @@
+"""``SYS CACHESTORE INFO``'s QueueItems and QueueResults rows (dialect doc §5.1).
+
+Seven rows per table: keys_total, size_total, expired_keys_total, expired_size_total,
+min_row_size, max_row_size and avg_row_size, sizes as humansize DECIMAL text
+(:func:`~cubequeue.storage.sizes.format_size`). A row's size is the UTF-8 length of its
+text fields (path, payload, extra for an item; path and value for a result), the same
+measure the cache uses for its entries. ``expired_*`` count rows past their expiry that
+the sweep has not removed yet (Cube Store: not yet compacted), which after a step's sweep
+is 0. Computing the rows scans the queue once: an operator command, not a hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cubequeue.storage.queue import QueueState
+from cubequeue.storage.queue_item import Item
+from cubequeue.storage.queue_results import Result
+from cubequeue.storage.sizes import format_size
+
+__all__ = ["item_row_size", "queue_info_rows", "result_row_size"]
+
+InfoRow = tuple[str, str, str | None]
+
+_EXPIRED_KEYS = "Total number of keys that expired but were not truncated via compaction."
+_EXPIRED_SIZE = "Total size of keys that expired but were not truncated via compaction."
+
+
+def _utf8(value: str | None) -> int:
+    if value is None:
+        return 0
+    return len(value) if value.isascii() else len(value.encode("utf-8"))
+
+
+def item_row_size(item: Item) -> int:
+    return _utf8(item.path) + _utf8(item.payload) + _utf8(item.extra)
+
+
+def result_row_size(result: Result) -> int:
+    return _utf8(result.path) + _utf8(result.value)
+
+
+def _table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
+    """``rows`` yields (size, expired) per row."""
+    count = total = expired_keys = expired_size = smallest = largest = 0
+    for size, expired in rows:
+        count += 1
+        total += size
+        if expired:
+            expired_keys += 1
+            expired_size += size
+        smallest = size if count == 1 else min(smallest, size)
+        largest = max(largest, size)
+    average = total // count if count else 0
+    return [
+        (f"{table}.keys_total", str(count), None),
+        (f"{table}.size_total", format_size(total), None),
+        (f"{table}.expired_keys_total", str(expired_keys), _EXPIRED_KEYS),
+        (f"{table}.expired_size_total", format_size(expired_size), _EXPIRED_SIZE),
+        (f"{table}.min_row_size", format_size(smallest), None),
+        (f"{table}.max_row_size", format_size(largest), None),
+        (f"{table}.avg_row_size", format_size(average), None),
+    ]
+
+
+def queue_info_rows(state: QueueState, now: int) -> list[InfoRow]:
+    """The 14 QueueItems.* and QueueResults.* rows; items expire at ``expire <= now``,
+    results once ``expire < now`` (§2.7)."""
+    items = ((item_row_size(i), i.expire <= now) for i in state.items())
+    results = ((result_row_size(r), r.expire < now) for r in state.results.all_by_id())
+    return _table_rows("QueueItems", items) + _table_rows("QueueResults", results)
