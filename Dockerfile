@@ -1,0 +1,26 @@
+# cubequeue image: build a wheel in one stage, install only the wheel in the next.
+# Build: docker build -t cubequeue .   Run: docker run -p 5432:5432 -p 3030:3030 cubequeue
+
+FROM python:3.12-slim AS build
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY server ./server
+COPY grammar ./grammar
+COPY storage ./storage
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+
+FROM python:3.12-slim
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    CUBEQUEUE_HOST=0.0.0.0
+COPY --from=build /dist/ /tmp/dist/
+RUN pip install --no-cache-dir /tmp/dist/*.whl \
+    && rm -rf /tmp/dist \
+    && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin cubequeue
+USER 10001:10001
+EXPOSE 5432 3030
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 CMD ["cubequeue", "healthcheck"]
+# Exec form: cubequeue is PID 1 and gets SIGTERM itself; it stops within --shutdown-grace.
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["cubequeue"]
