@@ -1,0 +1,488 @@
+"""The CACHE engine: Cube Store's key/value cache (dialect doc §4, §2.4) in memory.
+
+Contract, with the rules it follows:
+
+* **Paths** split at their last colon (§2.1): ``prefix`` before it (``None`` without a
+  colon, indexed as ``""``), ``key`` after it.
+* **Visibility** (§2.7): an entry whose ``expire`` ≤ now does not exist for any command.
+  Expired entries are also *removed* (§8 rule 9): an expiry heap is swept at the start of
+  every call (and by :meth:`CacheStore.sweep`, which the store facade calls at each step
+  start); the heap is only looked at when its earliest deadline has passed, so an idle
+  cache does no work. ``system.cache`` therefore shows only live rows (§8 rule 11).
+* **Row ids** come from a monotonic sequence that TRUNCATE does not reset (§2.5). A
+  replacing SET or an INCR keeps the row id; a SET or INCR on a missing or expired key
+  inserts a new row. KEYS lists rows in row-id order (§4.3), so each prefix's index is a
+  plain ``dict`` in insertion order: an entry enters it exactly once, when its id is taken,
+  and ids only grow, so dict order *is* id order and KEYS costs O(k) for k rows.
+* **Eviction** is allkeys-lru (§6) under ``Limits.cache_max_keys`` and
+  ``Limits.cache_max_bytes``. Cube Store only *triggers* an asynchronous run when a write
+  crosses a limit; cubequeue evicts in the same step (an implementation detail of the
+  spec, which never refuses a SET for capacity), least recently used first, until both
+  limits hold. The entry the step itself wrote is the most recently used one and is never
+  evicted by its own step: a single entry larger than ``cache_max_bytes`` stays, alone.
+  SET (replace or insert), INCR and a GET hit count as a use; NX that refuses, KEYS,
+  REMOVE and PURGE do not.
+* **Bytes** of an entry = UTF-8 length of its full path + UTF-8 length of its value. That
+  is what ``cache_max_bytes``, :attr:`CacheStore.bytes`, the EVICTION sizes and the INFO
+  row sizes count (Cube Store's raw size adds a fixed per-row overhead for RocksDB keys;
+  cubequeue has no such overhead to account for).
+* Every call validates before it mutates, so a call that raises changed nothing that a
+  client can observe (the expiry sweep it may have run removes only invisible rows).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+
+from cubequeue.grammar.commands import (
+    CacheGet,
+    CacheIncr,
+    CacheKeys,
+    CachePurge,
+    CacheRemove,
+    CacheSet,
+    CacheTruncate,
+    Param,
+)
+from cubequeue.storage.clock import Clock
+from cubequeue.storage.errors import InternalError, InvalidTextRepresentation, LimitExceeded
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.results import EMPTY, ColumnType, ResultSet, Row, columns
+from cubequeue.storage.sizes import format_size
+
+__all__ = ["SYSTEM_CACHE_COLUMNS", "CacheStore"]
+
+#: ``system.cache`` (§5.2, §8 rule 11): ``prefix`` is NULL for a path without a colon,
+#: as in Cube Store (``Option<String>``), which keeps ``abc`` and ``:abc`` apart.
+SYSTEM_CACHE_COLUMNS = columns(
+    ("id", ColumnType.STRING),
+    ("prefix", ColumnType.STRING),
+    ("expire", ColumnType.TIMESTAMP),
+    ("value", ColumnType.STRING),
+)
+
+_MS_PER_SECOND = 1000
+_I64_MAX = 2**63 - 1
+_I64_MIN_MAGNITUDE = 2**63
+#: Rust's ``ParseIntError`` texts (``core::num``), which Cube Store passes through (§4.6).
+_RUST_EMPTY = "cannot parse integer from empty string"
+_RUST_INVALID_DIGIT = "invalid digit found in string"
+_RUST_POS_OVERFLOW = "number too large to fit in target type"
+_RUST_NEG_OVERFLOW = "number too small to fit in target type"
+#: rebuild the expiry heap when stale entries outnumber live ones by this much
+_HEAP_SLACK = 64
+_EXPIRED_KEYS_DESCRIPTION = (
+    "Total number of keys that expired but were not truncated via compaction."
+)
+_EXPIRED_SIZE_DESCRIPTION = "Total size of keys that expired but were not truncated via compaction."
+_DELETE_SKIPPED_DESCRIPTION = (
+    "Number of rows which was scheduled for deletion (from eviction), but were deleted by "
+    "another process (compaction / delete)"
+)
+
+
+class _Entry:
+    """One cache row. Mutable: a replacing SET or an INCR updates it in place."""
+
+    __slots__ = ("expire", "id", "key", "path", "prefix", "size", "value")
+
+    def __init__(
+        self,
+        id_: int,
+        path: str,
+        prefix: str | None,
+        key: str,
+        value: str,
+        expire: int | None,
+        size: int,
+    ) -> None:
+        self.id = id_
+        self.path = path
+        self.prefix = prefix
+        self.key = key
+        self.value = value
+        #: ms since the epoch; None = never expires
+        self.expire = expire
+        #: accounted bytes: UTF-8 length of path + value
+        self.size = size
+
+
+class CacheStore:
+    """The cache half of the store; one instance per server, driven one call at a time."""
+
+    __slots__ = (
+        "_by_prefix",
+        "_bytes",
+        "_clock",
+        "_entries",
+        "_evicted_bytes",
+        "_evicted_keys",
+        "_expired_keys",
+        "_expiry",
+        "_limits",
+        "_next_id",
+        "_with_ttl",
+    )
+
+    def __init__(self, clock: Clock, limits: Limits) -> None:
+        self._clock = clock
+        self._limits = limits
+        #: path → entry, in LRU order: first = least recently used
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        #: index prefix ("" for no colon) → path → entry, in row-id order
+        self._by_prefix: dict[str, dict[str, _Entry]] = {}
+        #: (expire, id, path); stale tuples are skipped when popped
+        self._expiry: list[tuple[int, int, str]] = []
+        self._with_ttl = 0
+        self._next_id = 1
+        self._bytes = 0
+        self._evicted_keys = 0
+        self._evicted_bytes = 0
+        self._expired_keys = 0
+
+    # ----------------------------------------------------------------- properties
+
+    @property
+    def keys(self) -> int:
+        """Entries held (all live after a sweep)."""
+        return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        """Accounted bytes of the entries held (path + value, UTF-8)."""
+        return self._bytes
+
+    @property
+    def evictions_total(self) -> int:
+        """Entries removed by LRU eviction since start (expiry and deletes not counted)."""
+        return self._evicted_keys
+
+    @property
+    def evicted_bytes_total(self) -> int:
+        return self._evicted_bytes
+
+    @property
+    def expired_total(self) -> int:
+        """Entries removed by the expiry sweep since start."""
+        return self._expired_keys
+
+    # ------------------------------------------------------------------- commands
+
+    def cache_set(self, cmd: CacheSet) -> ResultSet:
+        """§4.1: size check, then NX / replace / insert; evicts in the same step."""
+        path = _text(cmd.key)
+        value = _text(cmd.value)
+        ttl = _ttl(cmd.ttl)
+        value_bytes = _utf8_len(value)
+        max_entry = self._limits.cache_max_entry_bytes
+        if value_bytes >= max_entry:
+            raise LimitExceeded(
+                f"Unable to SET cache with '{_split(path)[1]}' key, exceeds maximum allowed "
+                f"size for payload: {format_size(value_bytes)}, "
+                f"max allowed: {format_size(max_entry)}"
+            )
+        now = self._begin()
+        expire = None if ttl is None else now + ttl * _MS_PER_SECOND
+        entry = self._entries.get(path)
+        if entry is not None and cmd.nx:
+            return _one(cmd, False)
+        size = _utf8_len(path) + value_bytes
+        if expire is not None and expire <= now:
+            # TTL 0: the row would be invisible at once (§4.1 rule 5); whatever was there
+            # is replaced by nothing a client can see.
+            if entry is not None:
+                self._drop(entry)
+            return _one(cmd, True)
+        if entry is None:
+            self._insert(path, value, expire, size)
+        else:
+            self._update(entry, value, expire, size)
+        self._evict_over_limits()
+        return _one(cmd, True)
+
+    def cache_get(self, cmd: CacheGet) -> ResultSet:
+        """§4.2: always one row; NULL when missing or expired; a hit is a use."""
+        path = _text(cmd.key)
+        self._begin()
+        entry = self._entries.get(path)
+        if entry is None:
+            return _one(cmd, None)
+        self._entries.move_to_end(path)
+        return _one(cmd, entry.value)
+
+    def cache_keys(self, cmd: CacheKeys) -> ResultSet:
+        """§4.3: full paths whose prefix equals the pattern, in row-id order."""
+        prefix = _pattern_prefix(_text(cmd.pattern))
+        self._begin()
+        rows: list[Row] = [(path,) for path in self._by_prefix.get(prefix, ())]
+        return ResultSet(cmd.result_columns(), rows)
+
+    def cache_remove(self, cmd: CacheRemove) -> ResultSet:
+        """§4.4: a missing key is not an error."""
+        path = _text(cmd.key)
+        self._begin()
+        entry = self._entries.get(path)
+        if entry is not None:
+            self._drop(entry)
+        return EMPTY
+
+    def cache_truncate(self, cmd: CacheTruncate) -> ResultSet:
+        """§4.5: every entry goes; the row-id sequence continues (§2.5)."""
+        del cmd  # nothing to read: the statement has no arguments
+        self._entries.clear()
+        self._by_prefix.clear()
+        self._expiry.clear()
+        self._with_ttl = 0
+        self._bytes = 0
+        return EMPTY
+
+    def cache_incr(self, cmd: CacheIncr) -> ResultSet:
+        """§4.6: missing → "1" without TTL; else i64 + 1 keeping TTL and row id."""
+        path = _text(cmd.key)
+        self._begin()
+        entry = self._entries.get(path)
+        if entry is None:
+            value = "1"
+            self._insert(path, value, None, _utf8_len(path) + 1)
+        else:
+            current = _parse_i64(entry.value)
+            if current == _I64_MAX:
+                # Cube Store's `last_val + 1` wraps in a release build; we refuse instead.
+                raise InvalidTextRepresentation(_RUST_POS_OVERFLOW)
+            value = str(current + 1)
+            size = entry.size - len(entry.value) + len(value)  # both ASCII
+            self._update(entry, value, entry.expire, size)
+        self._evict_over_limits()
+        return _one(cmd, value)
+
+    def cache_purge(self, cmd: CachePurge) -> ResultSet:
+        """cubequeue (issue 9): drop every key KEYS would list for this pattern, at once."""
+        prefix = _pattern_prefix(_text(cmd.prefix))
+        self._begin()
+        group = self._by_prefix.pop(prefix, None)
+        removed = 0
+        if group is not None:
+            for entry in group.values():
+                self._forget(entry)
+            removed = len(group)
+        return _one(cmd, removed)
+
+    # ------------------------------------------------------ housekeeping & system
+
+    def sweep(self) -> int:
+        """Remove every entry whose expiry has passed; O(1) when none has. Returns the count."""
+        return self._sweep(self._clock())
+
+    def run_eviction(self) -> int:
+        """Sweep, then evict LRU entries until both limits hold; returns the keys evicted.
+
+        Since every write already evicts in its own step, this finds work only when a
+        limit was lowered or a lone entry exceeds ``cache_max_bytes`` (which it keeps).
+        """
+        self._begin()
+        return self._evict_over_limits()
+
+    def system_rows(self) -> ResultSet:
+        """``system.cache``: live rows in row-id order (``id`` is the key part)."""
+        self._begin()
+        ordered = sorted(self._entries.values(), key=lambda e: e.id)
+        rows: list[Row] = [(e.key, e.prefix, e.expire, e.value) for e in ordered]
+        return ResultSet(SYSTEM_CACHE_COLUMNS, rows)
+
+    def eviction_rows(self) -> list[tuple[str, str, str | None]]:
+        """``SYS CACHESTORE EVICTION`` rows (§5.1), name | value | description.
+
+        Cube Store reports the run it just made; cubequeue evicts inside each write, so
+        the removal figures are totals since start (a per-run figure would always be 0).
+        Nothing is ever scheduled and then deleted by someone else, so ``skipped`` is 0.
+        """
+        return [
+            ("stats_total_keys", str(len(self._entries)), None),
+            ("stats_total_raw_size", format_size(self._bytes), None),
+            ("total_keys_removed", str(self._evicted_keys), "Keys evicted since start"),
+            ("total_size_removed", format_size(self._evicted_bytes), "Bytes evicted since start"),
+            ("total_delete_skipped", "0", _DELETE_SKIPPED_DESCRIPTION),
+        ]
+
+    def info_rows(self) -> list[tuple[str, str, str | None]]:
+        """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1); O(n), no sweep.
+
+        ``expired_*`` count rows past their expiry that the sweep has not removed yet
+        (Cube Store: not yet compacted); after a step's sweep that is 0.
+        """
+        now = self._clock()
+        count = len(self._entries)
+        expired_keys = expired_size = 0
+        smallest = largest = 0
+        for entry in self._entries.values():
+            if entry.expire is not None and entry.expire <= now:
+                expired_keys += 1
+                expired_size += entry.size
+            smallest = entry.size if smallest == 0 else min(smallest, entry.size)
+            largest = max(largest, entry.size)
+        average = self._bytes // count if count else 0
+        return [
+            ("CacheItems.keys_total", str(count), None),
+            ("CacheItems.size_total", format_size(self._bytes), None),
+            ("CacheItems.expired_keys_total", str(expired_keys), _EXPIRED_KEYS_DESCRIPTION),
+            (
+                "CacheItems.expired_size_total",
+                format_size(expired_size),
+                _EXPIRED_SIZE_DESCRIPTION,
+            ),
+            ("CacheItems.min_row_size", format_size(smallest), None),
+            ("CacheItems.max_row_size", format_size(largest), None),
+            ("CacheItems.avg_row_size", format_size(average), None),
+        ]
+
+    # ------------------------------------------------------------------ internals
+
+    def _begin(self) -> int:
+        """The step's instant, after removing what expired by then."""
+        now = self._clock()
+        self._sweep(now)
+        return now
+
+    def _sweep(self, now: int) -> int:
+        heap = self._expiry  # compaction rebuilds it in place, so this alias stays valid
+        removed = 0
+        while heap and heap[0][0] <= now:
+            expire, id_, path = heapq.heappop(heap)
+            entry = self._entries.get(path)
+            if entry is None or entry.id != id_ or entry.expire != expire:
+                continue  # stale: the row was replaced, removed or re-timed since
+            self._drop(entry)
+            removed += 1
+        self._expired_keys += removed
+        return removed
+
+    def _insert(self, path: str, value: str, expire: int | None, size: int) -> None:
+        prefix, key = _split(path)
+        entry = _Entry(self._next_id, path, prefix, key, value, expire, size)
+        self._next_id += 1
+        self._entries[path] = entry  # appended: most recently used
+        self._by_prefix.setdefault(prefix or "", {})[path] = entry
+        self._bytes += size
+        if expire is not None:
+            self._schedule(entry, expire)
+
+    def _update(self, entry: _Entry, value: str, expire: int | None, size: int) -> None:
+        """Replace value and expiry in place: the row id and KEYS position stay."""
+        self._bytes += size - entry.size
+        entry.value = value
+        entry.size = size
+        if expire != entry.expire:
+            if entry.expire is not None:
+                self._with_ttl -= 1  # its heap tuple is stale from now on
+            entry.expire = expire
+            if expire is not None:
+                self._schedule(entry, expire)
+        self._entries.move_to_end(entry.path)
+
+    def _schedule(self, entry: _Entry, expire: int) -> None:
+        self._with_ttl += 1
+        heapq.heappush(self._expiry, (expire, entry.id, entry.path))
+        self._compact_expiry()
+
+    def _compact_expiry(self) -> None:
+        """Re-timed and deleted rows leave stale heap tuples; rebuild (in place) once they
+        outnumber the live ones, so the heap stays O(rows with a TTL), amortized O(1)."""
+        heap = self._expiry
+        if len(heap) > 2 * self._with_ttl + _HEAP_SLACK:
+            heap[:] = [
+                (e.expire, e.id, e.path) for e in self._entries.values() if e.expire is not None
+            ]
+            heapq.heapify(heap)
+
+    def _drop(self, entry: _Entry) -> None:
+        """Remove one entry from every structure."""
+        index = entry.prefix or ""
+        group = self._by_prefix[index]
+        del group[entry.path]
+        if not group:
+            del self._by_prefix[index]
+        self._forget(entry)
+
+    def _forget(self, entry: _Entry) -> None:
+        """Remove an entry from everything but the prefix index (PURGE drops that whole)."""
+        del self._entries[entry.path]
+        self._bytes -= entry.size
+        if entry.expire is not None:
+            self._with_ttl -= 1
+            self._compact_expiry()
+
+    def _evict_over_limits(self) -> int:
+        """allkeys-lru until keys ≤ max_keys and bytes ≤ max_bytes; spares the MRU entry."""
+        max_keys = self._limits.cache_max_keys
+        max_bytes = self._limits.cache_max_bytes
+        evicted = 0
+        while (len(self._entries) > max_keys or self._bytes > max_bytes) and len(self._entries) > 1:
+            victim = next(iter(self._entries.values()))
+            self._drop(victim)
+            self._evicted_bytes += victim.size
+            evicted += 1
+        self._evicted_keys += evicted
+        return evicted
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _text(value: str | Param) -> str:
+    if isinstance(value, Param):
+        raise InternalError(f"unbound parameter ${value.index} reached the cache")
+    return value
+
+
+def _ttl(value: int | Param | None) -> int | None:
+    if isinstance(value, Param):
+        raise InternalError(f"unbound parameter ${value.index} reached the cache")
+    return value
+
+
+def _one(cmd: CacheSet | CacheGet | CacheIncr | CachePurge, value: str | int | None) -> ResultSet:
+    return ResultSet(cmd.result_columns(), [(value,)])
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _split(path: str) -> tuple[str | None, str]:
+    """§2.1: (prefix or None, key), split at the last colon."""
+    prefix, colon, key = path.rpartition(":")
+    return (prefix, key) if colon else (None, path)
+
+
+def _pattern_prefix(pattern: str) -> str:
+    """§4.3: strip a trailing ``:*``, else one trailing ``:``; the rest is an exact prefix."""
+    if pattern.endswith(":*"):
+        return pattern[:-2]
+    if pattern.endswith(":"):
+        return pattern[:-1]
+    return pattern
+
+
+def _parse_i64(text: str) -> int:
+    """Rust's ``str::parse::<i64>``: optional sign, ASCII digits only, same errors.
+
+    Digits are checked left to right and overflow is reported at the digit that causes
+    it, so ``99999999999999999999x`` is "too large" and ``9x`` an invalid digit, as in
+    ``core::num::from_str_radix``.
+    """
+    if not text:
+        raise InvalidTextRepresentation(_RUST_EMPTY)
+    negative = text[0] == "-"
+    digits = text[1:] if text[0] in "+-" else text
+    if not digits:
+        raise InvalidTextRepresentation(_RUST_INVALID_DIGIT)
+    limit = _I64_MIN_MAGNITUDE if negative else _I64_MAX
+    magnitude = 0
+    for char in digits:
+        if not "0" <= char <= "9":
+            raise InvalidTextRepresentation(_RUST_INVALID_DIGIT)
+        magnitude = magnitude * 10 + (ord(char) - 48)
+        if magnitude > limit:
+            raise InvalidTextRepresentation(_RUST_NEG_OVERFLOW if negative else _RUST_POS_OVERFLOW)
+    return -magnitude if negative else magnitude
