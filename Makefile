@@ -47,8 +47,11 @@ bench-deps:
 lint: install
 	$(VENV)/bin/ruff check server grammar storage tests bench
 
+# mypy cannot follow setuptools' editable import hook, so give it a cubequeue/ tree of links.
 typecheck: install
-	$(VENV)/bin/mypy server grammar storage
+	@mkdir -p build/typecheck/cubequeue
+	@for p in server grammar storage; do ln -sfn ../../../$$p build/typecheck/cubequeue/$$p; done
+	$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage
 
 test: install system-deps lint typecheck pytest
 

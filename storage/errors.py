@@ -59,7 +59,7 @@ class QueueError(Exception):
         self.position = position
 
     def __init_subclass__(cls, sqlstate: str | None = None, internal: bool = False, **kw: object) -> None:
-        super().__init_subclass__(**kw)  # type: ignore[arg-type]  # object kwargs pass through
+        super().__init_subclass__(**kw)
         if sqlstate is not None:
             cls.sqlstate = sqlstate
             _BY_SQLSTATE.setdefault(sqlstate, cls)
