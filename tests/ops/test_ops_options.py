@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cubequeue.server.config import Config
 from cubequeue.server.options import (
     OPTIONS,
