@@ -1,0 +1,313 @@
+"""The asyncio shell around :class:`PgSession`: it only moves bytes and drives waits.
+
+Bytes go to the :class:`Decoder`, messages to the session, the session's answers to
+``transport.write`` (style.md point 4). Output is written after every batch of input,
+so a Flush (or a Describe that asyncpg sends without Sync) is answered at once
+(postgres-wire.md §2.3). The connection-level work the session cannot do without I/O
+lives here too:
+
+* SSLRequest → ``N``, or ``S`` and a TLS upgrade (``loop.start_tls``) when
+  ``--tls-cert``/``--tls-key`` are set; GSSENCRequest → ``N``;
+* CancelRequest (on its own connection) → ``ctx.connections.cancel(pid, secret)``, then
+  close without a reply; the target's running ``RESULT_BLOCKING`` task is cancelled and
+  the session answers 57014 "canceling statement due to user request";
+* a ``RESULT_BLOCKING`` wait runs as a task (``executor.run_blocking``) while this
+  connection queues its later messages and every other connection goes on; a client
+  that disconnects just has its task cancelled, which withdraws its waiter;
+* backpressure: reading pauses while the transport's write buffer is over its high-water
+  mark, or while too many messages are queued behind a wait;
+* a connection that has not finished startup and authentication within
+  :data:`AUTHENTICATION_TIMEOUT_S` (PostgreSQL's ``authentication_timeout``) is closed;
+* on shutdown every connection gets FATAL 57P01 and is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections import deque
+from typing import TYPE_CHECKING, Final
+
+from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.codec import Decoder, FramingError, encode_many
+from cubequeue.server.pgwire.session import PgSession, SessionState, WaitFor
+from cubequeue.storage.errors import AdminShutdown, ProtocolViolation, QueryCanceled, QueueError
+from cubequeue.storage.results import ResultSet
+
+if TYPE_CHECKING:
+    from cubequeue.server.context import ConnectionInfo, ServerContext
+
+__all__ = ["AUTHENTICATION_TIMEOUT_S", "PgProtocol", "start_pg_server"]
+
+_log = logging.getLogger("cubequeue.pg")
+
+AUTHENTICATION_TIMEOUT_S: Final = 60.0
+#: messages queued behind a blocking wait before reading pauses
+MAX_QUEUED_MESSAGES: Final = 10_000
+#: transport write buffer high-water mark (bytes) before reading pauses
+WRITE_HIGH_WATER: Final = 1 << 20
+_CANCELED = "canceling statement due to user request"
+
+
+class _Fatal:
+    """Queued after the last good message of a chunk whose remainder broke framing."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: QueueError) -> None:
+        self.error = error
+
+
+class PgProtocol(asyncio.Protocol):
+    def __init__(self, ctx: ServerContext, tls: ssl.SSLContext | None) -> None:
+        self.ctx = ctx
+        self.tls = tls
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.decoder = Decoder(ctx.config.max_message_size)
+        self.session = PgSession(ctx, self)
+        self.info: ConnectionInfo | None = None
+        self.pid: int | None = None
+        self._pending: deque[m.FrontendMessage | _Fatal] = deque()
+        self._busy: asyncio.Task[object] | None = None  # a blocking wait or a TLS upgrade
+        self._cancel_reason: str | None = None
+        self._write_paused = False
+        self._reading_paused = False
+        self._lost = False
+        self._closing = False
+        self._auth_timer: asyncio.TimerHandle | None = None
+
+    # --- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        loop = asyncio.get_running_loop()
+        self._auth_timer = loop.call_later(AUTHENTICATION_TIMEOUT_S, self._auth_timeout)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        try:
+            self._pending.extend(self.decoder.feed(data))
+        except FramingError as exc:
+            self._pending.extend(exc.decoded)
+            self._pending.append(_Fatal(exc))
+        self._pump()
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport: a half-closed client sends nothing more
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._closing = True
+        if self._busy is not None:
+            self._busy.cancel()  # withdraws the waiter (executor.run_blocking)
+        self.session.abandon()
+        self._pending.clear()
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+        if self.pid is not None:
+            self.ctx.connections.unregister_backend(self.pid)
+        if self.info is not None:
+            self.ctx.connections.close(self.info)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._pump()
+
+    # --- SessionHooks -----------------------------------------------------------------
+
+    def admit(self, user: str) -> tuple[int, int]:
+        if self.ctx.shutting_down:
+            raise AdminShutdown("the database system is shutting down")
+        self.info = self.ctx.connections.open("pg", user, self.peer, self._shutdown)
+        pid, secret = self.ctx.connections.new_backend_key()
+        self.ctx.connections.register_backend(pid, secret, self._cancel)
+        self.pid = pid
+        return pid, secret
+
+    # --- the message pump -------------------------------------------------------------
+
+    def _pump(self) -> None:
+        session = self.session
+        pending = self._pending
+        while pending and self._busy is None and not self._write_paused and not self._closing:
+            item = pending.popleft()
+            if isinstance(item, _Fatal):
+                _log.info(
+                    "protocol violation from %s: %s", self.peer, item.error.message,
+                    extra={"peer": self.peer, "sqlstate": item.error.sqlstate},
+                )  # fmt: skip
+                session.fatal(item.error)
+            elif isinstance(item, m.SSLRequest | m.GSSENCRequest | m.CancelRequest):
+                self._first_packet(item)
+                continue
+            else:
+                wait = session.handle(item)
+                if wait is not None:
+                    self._start_wait(wait)
+            if session.closed:
+                self._close()
+                return
+        self._flush()
+        if session.state is SessionState.READY and self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
+        self._update_reading()
+
+    def _flush(self) -> None:
+        out = self.session.take()
+        if out and self.transport is not None and not self._lost:
+            self.transport.write(encode_many(out))
+
+    def _write_raw(self, data: bytes) -> None:
+        if self.transport is not None and not self._lost:
+            self.transport.write(data)
+
+    def _close(self) -> None:
+        self._flush()
+        self._closing = True
+        self._pending.clear()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._lost:
+            return
+        pause = self._write_paused or len(self._pending) > MAX_QUEUED_MESSAGES
+        if pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # --- untyped first packets --------------------------------------------------------
+
+    def _first_packet(self, msg: m.SSLRequest | m.GSSENCRequest | m.CancelRequest) -> None:
+        if isinstance(msg, m.CancelRequest):
+            self.ctx.connections.cancel(msg.process_id, msg.secret_key)
+            self._close()
+            return
+        if self.decoder.buffered or self._pending:
+            # bytes after an SSLRequest would be read as plaintext (CVE-2021-23214)
+            self.session.fatal(ProtocolViolation("received unencrypted data after SSL request"))
+            self._close()
+            return
+        if isinstance(msg, m.SSLRequest) and self.tls is not None:
+            self._write_raw(b"S")
+            self._busy = asyncio.get_running_loop().create_task(self._start_tls(self.tls))
+            self._busy.add_done_callback(self._tls_done)
+            return
+        self._write_raw(b"N")
+
+    async def _start_tls(self, tls: ssl.SSLContext) -> object:
+        loop = asyncio.get_running_loop()
+        assert self.transport is not None
+        new = await loop.start_tls(self.transport, self, tls, server_side=True)
+        if new is not None:
+            self.transport = new
+        self.tls = None  # a second SSLRequest (inside TLS) is answered N
+        return None
+
+    def _tls_done(self, task: asyncio.Task[object]) -> None:
+        self._busy = None
+        if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                _log.info("TLS handshake with %s failed: %s", self.peer, task.exception())
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        self._pump()
+
+    # --- blocking waits and cancel ----------------------------------------------------
+
+    def _start_wait(self, wait: WaitFor) -> None:
+        self._flush()
+        coro = self.ctx.executor.run_blocking(wait.command, wait.process_id)
+        task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(self._wait_done)
+        self._busy = task
+
+    def _wait_done(self, task: asyncio.Task[object]) -> None:
+        self._busy = None
+        if self._lost:
+            return
+        reason, self._cancel_reason = self._cancel_reason, None
+        if task.cancelled():
+            if reason == "shutdown":
+                self.session.abandon()
+                self.session.shutdown()
+                self._close()
+                return
+            wait = self.session.resume(error=QueryCanceled(_CANCELED))
+        else:
+            exc = task.exception()
+            if exc is not None:
+                wait = self.session.resume(error=exc)
+            else:
+                result = task.result()
+                assert isinstance(result, ResultSet)
+                wait = self.session.resume(result)
+        if wait is not None:
+            self._start_wait(wait)
+            return
+        if self.session.closed:
+            self._close()
+            return
+        self._pump()
+
+    def _cancel(self) -> None:
+        """CancelRequest with this connection's key: interrupt a running wait, if any."""
+        if self._busy is not None and self._cancel_reason is None and not self._closing:
+            self._cancel_reason = "user"
+            self._busy.cancel()
+
+    def _shutdown(self) -> None:
+        if self._lost or self._closing:
+            return
+        if self._busy is not None and self.session.state is not SessionState.STARTUP:
+            self._cancel_reason = "shutdown"
+            self._busy.cancel()
+            return
+        self.session.shutdown()
+        self._close()
+
+    def _auth_timeout(self) -> None:
+        self._auth_timer = None
+        if self.session.state in (SessionState.STARTUP, SessionState.AUTH) and not self._lost:
+            _log.info("closing %s: no startup within %.0f s", self.peer, AUTHENTICATION_TIMEOUT_S)
+            if self.transport is not None:
+                self.transport.abort()
+
+
+def _tls_context(ctx: ServerContext) -> ssl.SSLContext | None:
+    cert, key = ctx.config.tls_cert, ctx.config.tls_key
+    if not cert:
+        return None
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key or None)
+    return tls
+
+
+async def start_pg_server(ctx: ServerContext) -> asyncio.AbstractServer:
+    """Listen on ``--host``:``--port`` for PostgreSQL clients."""
+    tls = _tls_context(ctx)
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: PgProtocol(ctx, tls),
+        ctx.config.host,
+        ctx.config.port,
+        reuse_address=True,
+        backlog=1024,
+    )
