@@ -1,6 +1,6 @@
 """Typed, immutable command objects: what the parser builds and the store executes.
 
-Each class is one statement form of ``cubestore-dialect.md`` §3–§5 (plus cubequeue's own
+Each class is one statement form of ``cubestore-dialect.md`` §3-§5 (plus cubequeue's own
 statements of §8 and the operator features). Fields hold final values, or a
 :class:`Param` where the statement text had a placeholder (``$n`` or ``?``); binding the
 parameters (:func:`cubequeue.grammar.bind`) yields the same command the literal text
@@ -51,7 +51,7 @@ __all__ = [
     "SysClock",
 ]
 
-S, I, B, T = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP
+S, I, B, T = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP  # noqa: E741 - short column-type aliases
 
 Key = int | str
 StatusFilter = Literal["pending", "active"] | None

@@ -1,0 +1,170 @@
+"""Lark's exceptions → one 42601 :class:`SyntaxError` with Cube Store's wording.
+
+No Lark exception ever leaves the grammar package (style.md, "grammar"). The message says
+where the error is (``at Line: L, Column: C``, 1-based, sqlparser's wording of §1.7) and
+names the offending token; ``position`` is the 1-based character offset (ErrorResponse
+field P).
+
+Before the generic text, the statement head is inspected to give the specific messages the
+contract quotes (§1.1, §4.7, §5.1): ``Unknown queue command: foo``,
+``Unknown cache command: …, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE``,
+``Unknown cachestore command``, ``Unknown system command`` and
+``Invalid token: <token>, expected Word (command)``. This runs only on the error path, so
+valid statements pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from cubequeue.storage.errors import SyntaxError
+
+__all__ = ["SKIP", "from_lark"]
+
+_IDENT_START = r"A-Za-z_\u0080-\U0010FFFF"
+_IDENT_CHAR = r"A-Za-z0-9_$\u0080-\U0010FFFF"
+
+#: whitespace and comments, as the grammar ignores them
+SKIP = re.compile(r"(?:[ \t\r\n\f\v]|--[^\n]*|/\*[\s\S]*?\*/)*+")
+#: a complete quoted literal, exactly as queue.lark lexes it
+_QUOTED = re.compile(
+    r"[Ee]?'[^'\\]*+(?:(?:\\[\s\S]|'')[^'\\]*+)*+'"
+    r'|"[^"]*+(?:""[^"]*+)*+"'
+    r"|`[^`]*+(?:``[^`]*+)*+`"
+    rf"|\$(?P<tag>(?:[{_IDENT_START}][A-Za-z0-9_\u0080-\U0010FFFF]*)?)\$[\s\S]*?\$(?P=tag)\$"
+)
+#: the opening of a quoted literal (when _QUOTED fails here, it is unterminated)
+_OPENING = re.compile(rf"[Ee]?'|\"|`|\$(?:[{_IDENT_START}][A-Za-z0-9_\u0080-\U0010FFFF]*)?\$")
+#: any other token, roughly as the lexer sees it (only used to name tokens in messages)
+_OTHER = re.compile(
+    rf"[{_IDENT_START}][{_IDENT_CHAR}]*"
+    r"|\$[0-9]+|[0-9.]+[A-Za-z0-9_.]*|::|[^ \t\r\n\f\v]"
+)
+_WORD = re.compile(rf"[{_IDENT_START}][{_IDENT_CHAR}]*\Z")
+
+_QUEUE_COMMANDS = frozenset(
+    ["add", "add_and_retrieve", "retrieve", "ack", "cancel", "get", "heartbeat", "merge_extra", "list", "pending", "active", "to_cancel", "stalled", "orphaned", "result", "result_blocking", "truncate", "purge"]
+)
+_CACHE_COMMANDS = frozenset(["set", "get", "keys", "remove", "truncate", "incr", "purge"])
+_CACHESTORE_COMMANDS = frozenset(["compaction", "persist", "healthcheck", "eviction", "info"])
+
+_MAX_SHOWN = 40
+
+_FRIENDLY = {
+    "STRING": "literal string",
+    "ESTRING": "literal string",
+    "DQ": "identifier",
+    "BT": "identifier",
+    "DOLLAR": "literal string",
+    "WORD": "identifier",
+    "PARAM": "parameter",
+    "NUMBER": "literal number",
+    "MINUS": "-",
+    "CAST": "::type",
+    "_SEMI": ";",
+    "$END": "end of statement",
+    "<END-OF-FILE>": "end of statement",
+}
+_END = frozenset(("$END", "<END-OF-FILE>"))
+
+
+def _shown(token: str) -> str:
+    """Payloads can be megabytes: quote only the start of a long token."""
+    if not token:
+        return "EOF"
+    if len(token) > _MAX_SHOWN:
+        return token[:_MAX_SHOWN] + "…"
+    return token
+
+
+def _line_col(sql: str, pos: int) -> tuple[int, int]:
+    line = sql.count("\n", 0, pos) + 1
+    return line, pos - (sql.rfind("\n", 0, pos) + 1) + 1
+
+
+def _token_at(sql: str, pos: int) -> tuple[str, int, bool]:
+    """The token at (or after whitespace from) ``pos``: (text, start, unterminated)."""
+    pos = SKIP.match(sql, pos).end()  # type: ignore[union-attr]  # a star always matches
+    if pos >= len(sql):
+        return "", len(sql.rstrip()), False
+    m = _QUOTED.match(sql, pos)
+    if m is not None:
+        return m.group(0), pos, False
+    if _OPENING.match(sql, pos):
+        return sql[pos:], pos, True
+    m = _OTHER.match(sql, pos)
+    assert m is not None  # the last alternative matches any non-space character
+    return m.group(0), pos, False
+
+
+def _error(message: str, sql: str, pos: int) -> SyntaxError:
+    return SyntaxError(message, position=pos + 1)
+
+
+def _head_error(sql: str) -> SyntaxError | None:
+    """The contract's specific messages for an unknown or missing command word."""
+    first, pos, _ = _token_at(sql, 0)
+    group = first.lower()
+    if group not in ("queue", "cache", "sys"):
+        return None
+    second, pos2, _ = _token_at(sql, pos + len(first))
+    word = second.lower()
+    if not _WORD.match(second):
+        if group == "sys":
+            return _error("Unknown system command", sql, pos2)
+        return _error(f"Invalid token: {_shown(second)}, expected Word (command)", sql, pos2)
+    if group == "queue" and word not in _QUEUE_COMMANDS:
+        return _error(f"Unknown queue command: {word}", sql, pos2)
+    if group == "cache" and word not in _CACHE_COMMANDS:
+        return _error(
+            f"Unknown cache command: {word}, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE",
+            sql,
+            pos2,
+        )
+    if group == "sys":
+        if word == "cachestore":
+            third, pos3, _ = _token_at(sql, pos2 + len(second))
+            if third.lower() not in _CACHESTORE_COMMANDS:
+                return _error("Unknown cachestore command", sql, pos3)
+        elif word != "clock":
+            return _error("Unknown system command", sql, pos2)
+    return None
+
+
+def _expected(names: set[str] | frozenset[str]) -> str:
+    shown = sorted({_FRIENDLY.get(n, n.lstrip("_")) for n in names})
+    return " or ".join(shown) if shown else "nothing"
+
+
+def from_lark(sql: str, exc: LarkError) -> SyntaxError:
+    """Translate a Lark failure on ``sql`` into the dialect's 42601 error."""
+    head = _head_error(sql)
+    if head is not None:
+        return head
+    expected: set[str] = set()
+    if isinstance(exc, UnexpectedToken):
+        expected = set(exc.expected)
+        if exc.token.type == "$END":
+            found, pos, open_quote = "", len(sql.rstrip()), False
+        else:
+            found, pos, open_quote = _token_at(sql, exc.token.start_pos or 0)
+    elif isinstance(exc, UnexpectedCharacters):
+        expected = set(exc.allowed or ())
+        found, pos, open_quote = _token_at(sql, exc.pos_in_stream or 0)
+    elif isinstance(exc, UnexpectedInput):
+        found, pos, open_quote = _token_at(sql, exc.pos_in_stream or 0)
+    else:  # pragma: no cover - Lark raises only UnexpectedInput while parsing
+        return SyntaxError(f"syntax error: {exc}")
+    line, col = _line_col(sql, pos)
+    if open_quote:
+        return _error(
+            f"Unterminated string literal, found: {_shown(found)} at Line: {line}, Column: {col}",
+            sql,
+            pos,
+        )
+    what = "end of statement" if expected & _END else _expected(expected)
+    return _error(
+        f"Expected: {what}, found: {_shown(found)} at Line: {line}, Column: {col}", sql, pos
+    )
