@@ -27,7 +27,7 @@ import asyncio
 import logging
 import ssl
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError, encode_many
@@ -81,11 +81,11 @@ class PgProtocol(asyncio.Protocol):
     # --- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self.transport = cast("asyncio.Transport", transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         loop = asyncio.get_running_loop()
         self._auth_timer = loop.call_later(AUTHENTICATION_TIMEOUT_S, self._auth_timeout)
 

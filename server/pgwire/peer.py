@@ -23,7 +23,7 @@ from cubequeue.server.pgwire.codec import (
 )
 from cubequeue.storage.errors import ProtocolViolation
 
-__all__ = ["BackendDecoder", "encode_frontend"]
+__all__ = ["BackendDecoder", "RawClient", "encode_frontend"]
 
 
 def _cstr(value: str) -> bytes:
@@ -218,3 +218,63 @@ class BackendDecoder:
     @property
     def buffered(self) -> bytes:
         return self._buf
+
+
+class RawClient:
+    """A blocking socket speaking raw messages, for tests that need exact control."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 30.0) -> None:
+        import socket
+
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.decoder = BackendDecoder()
+        self._ready: list[m.BackendMessage] = []
+
+    def send(self, *msgs: m.FrontendMessage) -> None:
+        self.sock.sendall(b"".join(encode_frontend(msg) for msg in msgs))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_byte(self) -> bytes:
+        return self.sock.recv(1)
+
+    def receive(self) -> m.BackendMessage | None:
+        """The next message; None when the server closed the connection."""
+        while not self._ready:
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self._ready.extend(self.decoder.feed(data))
+        return self._ready.pop(0)
+
+    def until(self, kind: type, count: int = 1) -> list[m.BackendMessage]:
+        """Every message up to and including the ``count``-th of type ``kind``."""
+        out: list[m.BackendMessage] = []
+        seen = 0
+        while seen < count:
+            msg = self.receive()
+            if msg is None:
+                raise ConnectionError(f"closed while waiting for {kind.__name__}: got {out!r}")
+            out.append(msg)
+            if isinstance(msg, kind):
+                seen += 1
+        return out
+
+    def startup(self, user: str = "cube", **params: str) -> list[m.BackendMessage]:
+        pairs = (("user", user), *params.items())
+        self.send(m.StartupMessage(196608, tuple(pairs)))
+        return self.until(m.ReadyForQuery)
+
+    def query(self, sql: str) -> list[m.BackendMessage]:
+        self.send(m.Query(sql))
+        return self.until(m.ReadyForQuery)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -53,9 +53,8 @@ from cubequeue.server.pgwire.statements import (
     dumper_for,
     row_description,
 )
-from cubequeue.server.pgwire.types import formats_for, load_param
-from cubequeue.server.sql.session import PlainSession
-from cubequeue.server.sql.outcome import PlainOutcome
+from cubequeue.server.pgwire.types import ParamValue, formats_for, load_param
+from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.storage.errors import (
     FeatureNotSupported,
     InFailedTransaction,
@@ -292,11 +291,9 @@ class PgSession:
             return result
         return self.ctx.executor.run(cmd, self.process_id)
 
-    def _plain(self, sql: str, params: tuple[object, ...] = ()) -> PlainOutcome:
-        from cubequeue.server.sql import run_plain
-
+    def _plain(self, sql: str, params: tuple[ParamValue, ...] = ()) -> PlainOutcome:
         assert self.plain is not None
-        outcome = run_plain(sql, self.plain, self.ctx.store, params)
+        outcome = run_plain(sql, self.plain, self.ctx.store, [_as_text(v) for v in params])
         effect = outcome.effect
         if effect in ("deallocate_all", "discard_all"):
             self._statements.clear()
@@ -345,7 +342,10 @@ class PgSession:
                 text = (0,) * len(spec)
                 self.out.append(row_description(spec, text))
                 self._send_rows(spec, text, outcome.result.rows)
-        self.out.append(m.CommandComplete(outcome.tag))
+        if outcome.tag:
+            self.out.append(m.CommandComplete(outcome.tag))
+        else:  # only comments: PostgreSQL's empty query
+            self.out.append(m.EmptyQueryResponse())
         self._after_plain(outcome)
 
     def _query(self, msg: m.Query) -> _Run:
@@ -375,8 +375,6 @@ class PgSession:
             spec = columns_of(prepared.columns)
             stmt = PreparedStatement(msg.name, statements[0], "dialect", oids, spec, prepared)
         else:
-            from cubequeue.server.sql import describe_plain
-
             assert self.plain is not None
             desc = describe_plain(statements[0], self.plain, self.ctx.store)
             count = max(desc.param_count, len(msg.param_oids))
@@ -522,6 +520,15 @@ class PgSession:
     def _function_call(self, _msg: m.FunctionCall) -> None:
         self._error(FeatureNotSupported("the fast-path function call interface is not supported"))
         self._ready()
+
+
+def _as_text(value: ParamValue) -> str | None:
+    """Plain SQL takes parameters as text, the way PostgreSQL would print them."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _flush(_session: PgSession, _msg: m.FrontendMessage) -> None:
