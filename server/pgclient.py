@@ -15,6 +15,7 @@ import hashlib
 import socket
 import struct
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -276,8 +277,12 @@ class PgClient:
 def connect(host: str, port: int, *, user: str = "cube", password: str | None = None,
             database: str = "cube", timeout: float = 3.0,
             application_name: str = "cubequeue-client",
-            deadline: float | None = None) -> PgClient:
+            deadline: float | None = None,
+            params: Mapping[str, str] | None = None) -> PgClient:
     """Open a connection; each socket operation times out after ``timeout`` s.
+
+    ``params`` are extra StartupMessage parameters, e.g. ``{"process_id": "w1"}`` (dialect
+    doc §8: the connection's process id).
 
     With ``deadline`` (a ``time.monotonic()`` value) the whole conversation, later queries
     included, must finish by then; the healthcheck uses it to bound its total time.
@@ -292,7 +297,8 @@ def connect(host: str, port: int, *, user: str = "cube", password: str | None = 
     client = PgClient(sock)
     client.deadline = deadline
     try:
-        client._startup(user, password, database, {"application_name": application_name})
+        client._startup(user, password, database,
+                        {"application_name": application_name, **(params or {})})
     except BaseException:
         sock.close()
         raise
