@@ -1,0 +1,197 @@
+"""The HTTP port (``--http-port``, default 3030): Cube Store's ``/ws`` and the probes.
+
+One ``websockets`` server routes every request in ``process_request``:
+
+* ``GET /ws`` upgrades to Cube Store's WebSocket protocol (:mod:`.cubews.endpoint`).
+  Before the upgrade, as Cube Store's ``http/mod.rs`` does: an ``x-process-id`` over 64
+  characters is refused with 400 and a JSON ``{"error": …}``; with ``--ws-auth basic`` a
+  missing or wrong Basic ``Authorization`` is refused with 403 ``{"error":"Not
+  authorized"}`` (checked against the same users as the PostgreSQL side). The 101
+  response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
+  on the features that version implies (cube-client.md §2.3).
+* ``/healthz`` → 200; ``/readyz`` → 200, or 503 once shutdown has begun; ``/metrics``
+  → Prometheus text; any other path → 404.
+
+Message sizes: the transport's limit is twice ``--max-message-size``, so a message
+between the two still arrives whole and gets a readable HttpError naming its id; past
+the backstop the socket closes with 1009 and Cube Store's reason text, which Cube's
+client parses into ``MessageTooLargeError`` (cube-client.md §3.6). Compression is off,
+as on Cube Store, so the size checked is the size sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import secrets
+import sys
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
+from websockets.exceptions import PayloadTooBig
+from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
+
+from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
+
+if TYPE_CHECKING:
+    from cubequeue.server.context import ServerContext
+
+__all__ = ["HttpServer", "start_http_server", "too_large_reason"]
+
+#: the transport admits this many times the configured message size (Cube Store's
+#: ``TRANSPORT_SIZE_HEADROOM``); between 1x and this, the endpoint answers an HttpError
+TRANSPORT_SIZE_HEADROOM = 2
+WS_PATH = "/ws"
+
+
+def too_large_reason(size: int, limit: int) -> str:
+    """Cube Store's 1009 close reason (``message_too_large_reason`` in ``http/mod.rs``)."""
+    return f"Message of {size} bytes exceeds the maximum message size of {limit} bytes"
+
+
+class _CubeConnection(ServerConnection):
+    """A connection whose 1009 close names the configured limit, as Cube Store's does.
+
+    websockets words the close reason itself (``frame with N bytes exceeds limit…``, and
+    the transport limit is the doubled one); Cube's client parses Cube Store's sentence.
+    The sans-I/O protocol calls ``fail(1009, …)`` while handling its PayloadTooBig, so
+    the wrapper finds the sizes on the exception being handled.
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]  # serve()'s own arguments
+        protocol = self.protocol
+        original = protocol.fail
+        transport_limit = protocol.max_message_size
+
+        def fail(code: CloseCode | int, reason: str = "") -> None:
+            exc = sys.exc_info()[1]
+            if (
+                code == CloseCode.MESSAGE_TOO_BIG
+                and isinstance(exc, PayloadTooBig)
+                and exc.message is None
+                and exc.size is not None
+                and transport_limit is not None
+            ):
+                size = exc.size + (exc.current_size or 0)
+                reason = too_large_reason(size, transport_limit // TRANSPORT_SIZE_HEADROOM)
+            original(code, reason)
+
+        protocol.fail = fail  # type: ignore[method-assign]  # per-connection hook, see above
+
+
+class HttpServer:
+    """What :func:`start_http_server` returns: ``close()`` and ``await wait_closed()``."""
+
+    def __init__(self, server: Server, endpoint: WsEndpoint) -> None:
+        self.server = server
+        self.endpoint = endpoint
+
+    @property
+    def port(self) -> int:
+        port: int = next(iter(self.server.sockets)).getsockname()[1]
+        return port
+
+    def close(self) -> None:
+        self.endpoint.stop()
+        self.server.close(close_connections=True, code=CloseCode.GOING_AWAY,
+                          reason="server shutting down")
+
+    async def wait_closed(self) -> None:
+        await self.server.wait_closed()
+
+
+def _json(connection: ServerConnection, status: HTTPStatus, body: dict[str, str]) -> Response:
+    response = connection.respond(status, json.dumps(body, separators=(",", ":")))
+    response.headers["Content-Type"] = "application/json"
+    return response
+
+
+def _basic_user(header: str | None) -> tuple[str, str] | None:
+    if header is None:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "basic":
+        return None
+    try:
+        decoded = base64.b64decode(token.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, sep, password = decoded.partition(":")
+    return (user, password) if sep else None
+
+
+def _authorized(ctx: ServerContext, header: str | None) -> str | None:
+    """The user name when the Basic credentials match, else None (fail closed)."""
+    credentials = _basic_user(header)
+    if credentials is None:
+        return None
+    user, password = credentials
+    expected = ctx.password_for(user)
+    if expected is None:
+        return None
+    if not secrets.compare_digest(expected.encode("utf-8"), password.encode("utf-8")):
+        return None
+    return user
+
+
+async def start_http_server(ctx: ServerContext) -> HttpServer:
+    endpoint = WsEndpoint(ctx)
+    config = ctx.config
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        path = request.path.split("?", 1)[0]
+        if path == WS_PATH:
+            process_id = request.headers.get("x-process-id")
+            if process_id is not None and len(process_id) > MAX_PROCESS_ID_LEN:
+                return _json(connection, HTTPStatus.BAD_REQUEST, {
+                    "error": "x-process-id header exceeds maximum allowed length of "
+                             f"{MAX_PROCESS_ID_LEN} characters",
+                })
+            if config.ws_auth == "basic":
+                user = _authorized(ctx, request.headers.get("Authorization"))
+                if user is None:
+                    return _json(connection, HTTPStatus.FORBIDDEN, {"error": "Not authorized"})
+                connection.username = user
+            if ctx.shutting_down:
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
+            return None
+        if path == "/healthz":
+            return connection.respond(HTTPStatus.OK, "ok\n")
+        if path == "/readyz":
+            if ctx.shutting_down:
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
+            return connection.respond(HTTPStatus.OK, "ready\n")
+        if path == "/metrics":
+            body, content_type = ctx.metrics.render()
+            headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body)))])
+            return Response(HTTPStatus.OK, "OK", headers, body)
+        return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+
+    def process_response(
+        connection: ServerConnection, request: Request, response: Response
+    ) -> Response | None:
+        if response.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
+            response.headers["X-CubeStore-Version"] = config.cubestore_version
+        return None
+
+    server = await serve(
+        endpoint.handle,
+        config.host,
+        config.http_port,
+        process_request=process_request,
+        process_response=process_response,
+        server_header=None,
+        compression=None,
+        max_size=config.max_message_size * TRANSPORT_SIZE_HEADROOM,
+        max_queue=64,
+        create_connection=_CubeConnection,
+        logger=logging.getLogger("cubequeue.ws.transport"),
+    )
+    endpoint.start()
+    return HttpServer(server, endpoint)
