@@ -1,0 +1,110 @@
+"""What plain SQL hands back to the wires: a result, a command tag, notices, effects.
+
+The wires own the bytes; this module only says *what* PostgreSQL 15 would answer
+(postgres-wire.md §1 and §2.4). Type OIDs are PostgreSQL's builtin ones (the list in
+postgres-wire.md §1, "Types"); ``type_oids`` gives one per result column because plain
+SQL answers with types the four :class:`ColumnType` values cannot tell apart (``SELECT 1``
+is ``int4``, ``pg_advisory_unlock_all()`` is ``void``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cubequeue.storage.results import Column, ColumnType, ResultSet
+
+__all__ = [
+    "HINT",
+    "OID_BOOL",
+    "OID_INT4",
+    "OID_INT8",
+    "OID_TEXT",
+    "OID_TIMESTAMPTZ",
+    "OID_VOID",
+    "Effect",
+    "Notice",
+    "PlainDescription",
+    "PlainOutcome",
+    "TxChange",
+    "default_oid",
+]
+
+#: The hint of every 0A000: what cubequeue answers (issue 5).
+HINT = (
+    "cubequeue answers QUEUE, CACHE and SYS statements, session statements (SET, SHOW, "
+    "BEGIN, …) and SELECT over system.queue, system.queue_results, system.cache, "
+    "system.queue_prefixes and system.queue_log"
+)
+
+OID_BOOL = 16
+OID_INT8 = 20
+OID_INT4 = 23
+OID_TEXT = 25
+OID_TIMESTAMPTZ = 1184
+OID_VOID = 2278
+
+_DEFAULT_OIDS = {
+    ColumnType.STRING: OID_TEXT,
+    ColumnType.INT: OID_INT8,
+    ColumnType.BOOLEAN: OID_BOOL,
+    ColumnType.TIMESTAMP: OID_TIMESTAMPTZ,
+}
+
+TxChange = Literal["begin", "commit", "rollback"]
+#: What the wire must do to its own state (prepared statements, portals) afterwards.
+Effect = (
+    Literal["deallocate_all", "close_all", "discard_all"] | tuple[Literal["deallocate"], str] | None
+)
+
+
+def default_oid(type_: ColumnType) -> int:
+    """The OID dialect doc §8 rule 6 gives a column type (text, int8, bool, timestamptz)."""
+    return _DEFAULT_OIDS[type_]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A NoticeResponse: ``severity`` is PostgreSQL's (WARNING, NOTICE), sqlstate its code."""
+
+    severity: str
+    sqlstate: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlainOutcome:
+    """The answer to one plain statement.
+
+    * ``result`` — rows to send (RowDescription + DataRows) or None (no rows: only the
+      CommandComplete ``tag``). A SELECT always has a result, even with zero rows.
+    * ``type_oids`` — one OID per result column (None when ``result`` is None).
+    * ``notices`` — NoticeResponses to send *before* CommandComplete.
+    * ``tx`` — the transaction-control kind of the statement (informational; the
+      session's ``tx_status`` has already been updated and is authoritative).
+    * ``parameter_status`` — ParameterStatus messages to send (reported settings whose
+      value changed), before ReadyForQuery.
+    * ``effect`` — what the wire must do to its own prepared statements / portals.
+    """
+
+    result: ResultSet | None
+    tag: str
+    notices: list[Notice] = field(default_factory=list)
+    tx: TxChange | None = None
+    parameter_status: dict[str, str] = field(default_factory=dict)
+    effect: Effect = None
+    type_oids: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlainDescription:
+    """What Describe reports, computed without running anything.
+
+    ``columns`` None means NoData. ``param_oids`` has one OID per placeholder ``$1..$n``
+    (deduced from what the placeholder is compared with; text when nothing says).
+    """
+
+    param_count: int
+    columns: tuple[Column, ...] | None
+    type_oids: tuple[int, ...] | None
+    param_oids: tuple[int, ...] = ()

@@ -1,0 +1,222 @@
+"""The handful of SQL types plain SQL evaluates, and text ↔ value conversions.
+
+Values stay Python values end to end (style rule 7): ``int`` for int4/int8 and for
+timestamptz (ms since the epoch, as the store keeps time, dialect doc §8 rule 11), ``str``
+for text, ``bool`` for bool. INTERVAL (ms) exists only inside expressions
+(``now() - interval '5 minutes'``); UNKNOWN is an untyped string literal or NULL, which
+takes the type of what it meets, as in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from datetime import UTC, datetime, timedelta, tzinfo
+
+from cubequeue.storage.errors import InvalidTextRepresentation
+from cubequeue.storage.results import ColumnType, Value
+
+from .errors import (
+    CannotCoerce,
+    DatetimeFieldOverflow,
+    InvalidDatetimeFormat,
+    NumericValueOutOfRange,
+)
+from .outcome import OID_BOOL, OID_INT4, OID_INT8, OID_TEXT, OID_TIMESTAMPTZ, OID_VOID
+
+__all__ = ["SqlType", "cast_value", "format_timestamp", "parse_interval", "parse_timestamp", "zone"]
+
+
+class SqlType(enum.Enum):
+    INT4 = ("integer", OID_INT4, ColumnType.INT)
+    INT8 = ("bigint", OID_INT8, ColumnType.INT)
+    TEXT = ("text", OID_TEXT, ColumnType.STRING)
+    BOOL = ("boolean", OID_BOOL, ColumnType.BOOLEAN)
+    TIMESTAMPTZ = ("timestamp with time zone", OID_TIMESTAMPTZ, ColumnType.TIMESTAMP)
+    VOID = ("void", OID_VOID, ColumnType.STRING)
+    INTERVAL = ("interval", 1186, None)
+    UNKNOWN = ("unknown", OID_TEXT, ColumnType.STRING)
+
+    def __init__(self, pg_name: str, oid: int, column_type: ColumnType | None) -> None:
+        self.pg_name = pg_name
+        self.oid = oid
+        self.column_type = column_type
+
+    @property
+    def is_int(self) -> bool:
+        return self in (SqlType.INT4, SqlType.INT8)
+
+
+_INT_RANGE = {SqlType.INT4: (-(2**31), 2**31 - 1), SqlType.INT8: (-(2**63), 2**63 - 1)}
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*$")
+
+
+def check_int(value: int, t: SqlType) -> int:
+    lo, hi = _INT_RANGE[t]
+    if not lo <= value <= hi:
+        raise NumericValueOutOfRange(f"{t.pg_name} out of range")
+    return value
+
+
+def _text_to_int(text: str, t: SqlType) -> int:
+    if not _INT_TEXT.match(text):
+        raise InvalidTextRepresentation(f'invalid input syntax for type {t.pg_name}: "{text}"')
+    n = int(text)
+    lo, hi = _INT_RANGE[t]
+    if not lo <= n <= hi:
+        raise NumericValueOutOfRange(f'value "{text.strip()}" is out of range for type {t.pg_name}')
+    return n
+
+
+def _text_to_bool(text: str) -> bool:
+    v = text.strip().lower()
+    if v and (("true".startswith(v) or "yes".startswith(v)) or v in ("on", "1")):
+        return True
+    if v and ("false".startswith(v) or "no".startswith(v) or v in ("off", "of", "0")):
+        return False
+    raise InvalidTextRepresentation(f'invalid input syntax for type boolean: "{text}"')
+
+
+def zone(name: str) -> tzinfo:
+    """The session TimeZone as a tzinfo (UTC when unknown)."""
+    upper = name.upper()
+    if upper in ("UTC", "GMT", "Z", "ETC/UTC", "ETC/GMT"):
+        return UTC
+    m = re.fullmatch(r"([+-]?)(\d{1,2})(?::(\d\d))?", name)
+    if m:
+        # POSIX sign convention, as PostgreSQL reads a bare offset: '+02' means UTC+2.
+        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
+        from datetime import timezone
+
+        return timezone(-delta if m.group(1) == "-" else delta)
+    from zoneinfo import ZoneInfo
+
+    try:
+        return ZoneInfo(name)
+    except (ValueError, OSError, KeyError):
+        return UTC
+
+
+_TS = re.compile(
+    r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?)?"
+    r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d\d)?)?\s*$",
+    re.I,
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def parse_timestamp(text: str, tz: tzinfo, now_ms: int) -> int:
+    """ISO 8601 / PostgreSQL input (``2026-01-01``, ``2026-01-01 10:00:00.5+02``, ``now``)."""
+    low = text.strip().lower()
+    if low == "now":
+        return now_ms
+    if low == "epoch":
+        return 0
+    m = _TS.match(text)
+    if not m:
+        raise InvalidDatetimeFormat(
+            f'invalid input syntax for type timestamp with time zone: "{text}"'
+        )
+    y, mo, d, h, mi, s, frac, off = m.groups()
+    try:
+        dt = datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0),
+                      int((frac or "0").ljust(6, "0")))
+    except ValueError:
+        raise DatetimeFieldOverflow(
+            f'date/time field value out of range: "{text}"'
+        ) from None
+    if off is None:
+        dt = dt.replace(tzinfo=tz)
+    elif off.upper() in ("Z", "UTC"):
+        dt = dt.replace(tzinfo=UTC)
+    else:
+        sign = -1 if off[0] == "-" else 1
+        digits = off[1:].replace(":", "")
+        hours, minutes = (int(digits), 0) if len(digits) <= 2 else (int(digits[:-2]), int(digits[-2:]))
+        from datetime import timezone
+
+        dt = dt.replace(tzinfo=timezone(sign * timedelta(hours=hours, minutes=minutes)))
+    delta = dt - _EPOCH
+    return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+
+
+def format_timestamp(ms: int, tz: tzinfo) -> str:
+    """PostgreSQL's ISO output: ``2026-01-01 10:00:00.123+00`` (fraction trimmed)."""
+    dt = (_EPOCH + timedelta(milliseconds=ms)).astimezone(tz)
+    text = dt.strftime("%Y-%m-%d %H:%M:%S")
+    if dt.microsecond:
+        text += f".{dt.microsecond // 1000:03d}".rstrip("0")
+    off = dt.utcoffset() or timedelta(0)
+    total = int(off.total_seconds()) // 60
+    sign = "-" if total < 0 else "+"
+    hh, mm = divmod(abs(total), 60)
+    return f"{text}{sign}{hh:02d}" + (f":{mm:02d}" if mm else "")
+
+
+_IV_UNITS = {
+    "ms": 1, "msec": 1, "msecs": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hr": 3_600_000, "hrs": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+    "w": 604_800_000, "week": 604_800_000, "weeks": 604_800_000,
+}
+_IV_PART = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)\s*([a-z]+)?", re.I)
+_IV_CLOCK = re.compile(r"\s*([+-])?(\d+):(\d\d)(?::(\d\d(?:\.\d+)?))?\s*$")
+
+
+def parse_interval(text: str) -> int:
+    """``5 minutes``, ``1 hour 30 min``, ``00:05:00``, ``90`` (seconds) → milliseconds."""
+    m = _IV_CLOCK.match(text)
+    if m:
+        sign = -1 if m.group(1) == "-" else 1
+        secs = int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4) or 0)
+        return sign * round(secs * 1000)
+    total, pos, found = 0.0, 0, False
+    stripped = text.rstrip()
+    while pos < len(stripped):
+        p = _IV_PART.match(stripped, pos)
+        if not p or p.end() == pos:
+            break
+        unit = (p.group(2) or "s").lower()
+        if unit not in _IV_UNITS:
+            break
+        total += float(p.group(1)) * _IV_UNITS[unit]
+        pos, found = p.end(), True
+    if not found or pos != len(stripped):
+        raise InvalidDatetimeFormat(f'invalid input syntax for type interval: "{text}"')
+    return round(total)
+
+
+def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int) -> Value:
+    """``value::dst`` with PostgreSQL's errors; NULL stays NULL."""
+    if value is None or src is dst:
+        return value
+    if src in (SqlType.TEXT, SqlType.UNKNOWN):
+        text = str(value)
+        if dst.is_int:
+            return _text_to_int(text, dst)
+        if dst is SqlType.BOOL:
+            return _text_to_bool(text)
+        if dst is SqlType.TIMESTAMPTZ:
+            return parse_timestamp(text, tz, now_ms)
+        if dst is SqlType.INTERVAL:
+            return parse_interval(text)
+        if dst in (SqlType.TEXT, SqlType.UNKNOWN):
+            return text
+    if dst in (SqlType.TEXT, SqlType.UNKNOWN):
+        if src is SqlType.BOOL:
+            return "true" if value else "false"
+        if src is SqlType.TIMESTAMPTZ:
+            assert isinstance(value, int)
+            return format_timestamp(value, tz)
+        if src.is_int:
+            return str(value)
+    if src.is_int and dst.is_int:
+        assert isinstance(value, int)
+        return check_int(value, dst)
+    if src is SqlType.INT4 and dst is SqlType.BOOL:
+        return bool(value)
+    if src is SqlType.BOOL and dst is SqlType.INT4:
+        return int(bool(value))
+    raise CannotCoerce(f"cannot cast type {src.pg_name} to {dst.pg_name}")
