@@ -11,12 +11,22 @@
 #
 # The image listens on 5432 and 3030. When either is busy on this machine, the smoke run
 # picks free ports and passes them as CUBEQUEUE_PORT / CUBEQUEUE_HTTP_PORT, and says so.
+# SMOKE_PYTHON chooses the interpreter of the fresh venv (default: python3.12, as the image).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 VENV_PY="${VENV_PY:-$ROOT/.venv/bin/python}"
-# the interpreter the project venv was made from: a fresh venv must not inherit its packages
-BASE_PY="$("$VENV_PY" -c 'import sys; print(sys._base_executable)')"
+# The image runs python:3.12-slim, so prefer a 3.12 interpreter; otherwise the one the
+# project venv was made from (a fresh venv from it does not inherit the venv's packages).
+if [[ -z "${SMOKE_PYTHON:-}" ]]; then
+  for candidate in python3.12 "$("$VENV_PY" -c 'import sys; print(sys._base_executable)')"; do
+    if real="$("$candidate" -c 'import sys; print(sys.executable)' 2>/dev/null)"; then
+      SMOKE_PYTHON="$real"
+      break
+    fi
+  done
+fi
+BASE_PY="$SMOKE_PYTHON"
 START_TIMEOUT_S="${START_TIMEOUT_S:-20}"
 STOP_TIMEOUT_S="${STOP_TIMEOUT_S:-20}"
 
@@ -117,6 +127,7 @@ until (cd "$WORK" && env -i "${RUN_ENV[@]}" cubequeue healthcheck >"$WORK/health
   sleep 0.2
 done
 echo "   $(cat "$WORK/health.out")"
+kill -0 "$SERVER_PID" 2>/dev/null || fail "healthy, but our server is gone (another process on the port?)"
 
 step "SIGTERM"
 kill -TERM "$SERVER_PID"
