@@ -305,10 +305,11 @@ def _parse(opt: Option, parse: Parser, raw: str, source: str) -> object:
 
 
 def read_users_file(path: str) -> dict[str, str]:
-    """``user:password`` lines; ``#`` starts a comment; blank lines are skipped (config.md).
+    """``user:password`` lines; ``#`` starts a comment anywhere on a line (config.md).
 
-    The password is everything after the first colon, so it may contain colons and ``#``;
-    only a line whose first non-blank character is ``#`` is a comment.
+    The password is everything after the first colon (so it may contain colons), with
+    surrounding blanks removed; blank lines are skipped. The same rules as the server's
+    ``context.load_users``, so the healthcheck and the server agree on every password.
     """
     users: dict[str, str] = {}
     try:
@@ -318,14 +319,14 @@ def read_users_file(path: str) -> dict[str, str]:
         raise ConfigError(f"invalid value for --users-file: {path!r} cannot be read "
                           f"({err.__class__.__name__})") from None
     for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
+        text = line.split("#", 1)[0].strip()
+        if not text:
             continue
         user, sep, password = text.partition(":")
         if not sep or not user.strip():
             raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
                               "is not user:password")
-        users[user.strip()] = password
+        users[user.strip()] = password.strip()
     if not users:
         raise ConfigError(f"invalid value for --users-file: {path!r} names no user")
     return users

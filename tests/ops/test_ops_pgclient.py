@@ -251,10 +251,10 @@ def test_healthcheck_ok(fake_pg: tuple[int, Script]) -> None:
 def test_healthcheck_reads_the_image_env(fake_pg: tuple[int, Script], tmp_path: Path) -> None:
     port, script = fake_pg
     script.auth = "md5"
-    script.password = "pw:with#odd"
+    script.password = "pw:with:colons"
     script.replies = {"SYS CACHESTORE HEALTHCHECK": HEALTHY}
     users = tmp_path / "users"
-    users.write_text("# operators\nops:pw:with#odd\nother:x\n")
+    users.write_text("# operators\nops:pw:with:colons  # first, so the healthcheck's\nother:x\n")
     env = {"CUBEQUEUE_HOST": "0.0.0.0", "CUBEQUEUE_PORT": str(port),
            "CUBEQUEUE_USERS_FILE": str(users)}
     proc = _healthcheck(env=env)
