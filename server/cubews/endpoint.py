@@ -50,8 +50,6 @@ MAX_PROCESS_ID_LEN = 64
 CONFIRM_TIMEOUT_S = 30.0
 #: the longest pause between two sweeps of expired dedup answers
 MAX_SWEEP_INTERVAL_S = 5.0
-#: PostgreSQL server_version reported to plain SQL over this wire
-_PLAIN_SERVER_VERSION = "15.0"
 
 
 def oversize_request_error(size: int, limit: int) -> str:
@@ -147,10 +145,14 @@ class _Socket:
 
     def session(self) -> PlainSession:
         if self._session is None:
+            from cubequeue.server.pgwire.session import PG_SERVER_VERSION
             from cubequeue.server.sql.session import PlainSession
 
+            params = {"process_id": self.process_id} if self.process_id is not None else None
             self._session = PlainSession(
-                server_version=_PLAIN_SERVER_VERSION, user=self.user or "cube"
+                server_version=f"{PG_SERVER_VERSION} (cubequeue {self.endpoint.ctx.version})",
+                user=self.user or "cube",
+                startup_params=params,
             )
         return self._session
 

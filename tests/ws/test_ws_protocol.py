@@ -250,3 +250,22 @@ def test_a_result_set_sent_by_a_client_is_refused_and_closes(ws_server) -> None:
 def test_query_failed_helper_raises() -> None:
     with pytest.raises(QueryFailed):
         rows(HttpError("x"))
+
+
+def test_plain_sql_sees_the_process_id_and_system_tables_render_timestamps(ws_server) -> None:
+    p = prefix()
+
+    async def main() -> None:
+        async with WsClient(ws_server.ws_url, process_id="proc-show") as c:
+            shown = await c.rows("SHOW process_id")
+            assert list(shown[0].values()) == ["proc-show"]
+            await c.rows(f"QUEUE ADD PRIORITY 1 '{p}:t' 'p'")
+            queue = await c.rows(
+                f"SELECT id, created, priority, exclusive FROM system.queue WHERE prefix = '{p}'"
+            )
+            assert len(queue) == 1 and queue[0]["id"] == "t" and queue[0]["priority"] == "1"
+            assert queue[0]["exclusive"] == "false"
+            created = queue[0]["created"] or ""
+            assert len(created) == 24 and created[10] == "T" and created.endswith("Z")
+
+    run(main())
