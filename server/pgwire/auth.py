@@ -3,8 +3,9 @@
 ``--auth`` picks the method (config.md); passwords come from ``--users-file`` or
 ``--password`` through :meth:`ServerContext.password_for`. The exchanges are PostgreSQL
 15's ("Message Flow", "SASL Authentication"): md5 sends a 4-byte salt and expects
-``"md5" + md5(md5(password + user) + salt)``; SCRAM-SHA-256 is delegated to ``scramp``
-(postgres-wire.md §5), without channel binding.
+``"md5" + md5(md5(password + user) + salt)``; SCRAM-SHA-256 follows RFC 5802/7677 without
+channel binding, using ``scramp`` (postgres-wire.md §5) only for SASLprep: scramp's server
+refuses the empty SCRAM user name that libpq sends (see :class:`ScramExchange`).
 
 An unknown user goes through the whole exchange and fails at its end with the same
 28P01 message as a wrong password, as PostgreSQL does, so user names cannot be probed.
@@ -15,12 +16,15 @@ whether the client is now authenticated.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import hmac
 import secrets
 from typing import Protocol
 
-import scramp
+from scramp.core import saslprep
+from scramp.utils import ScramException
 
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import decode_sasl_initial_response
@@ -30,7 +34,8 @@ __all__ = ["AUTH_METHODS", "Exchange", "Md5Exchange", "ScramExchange", "make_exc
 
 AUTH_METHODS = ("trust", "md5", "scram-sha-256")
 _SCRAM = "SCRAM-SHA-256"
-_MECHANISM = scramp.ScramMechanism(_SCRAM)
+#: PostgreSQL's default ``scram_iterations``
+SCRAM_ITERATIONS = 4096
 
 
 def _failed(user: str) -> InvalidPassword:
@@ -67,14 +72,43 @@ class Md5Exchange:
         return None, True
 
 
+def _hmac(key: bytes, msg: bytes) -> bytes:
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+def _attributes(message: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in message.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or len(name) != 1:
+            raise ProtocolViolation("malformed SCRAM message")
+        out.setdefault(name, value)
+    return out
+
+
 class ScramExchange:
+    """SCRAM-SHA-256 (RFC 5802 / RFC 7677) without channel binding, as PostgreSQL runs it.
+
+    The SCRAM user name is ignored (libpq sends an empty ``n=``; the startup packet names
+    the user), which is why this is not ``scramp``'s server: it refuses empty attribute
+    values. Passwords are SASLprep'd with scramp's ``saslprep``, as libpq does.
+    """
+
     def __init__(self, user: str, password: str | None) -> None:
         self.user = user
         # An unknown user gets keys from a random password: the exchange runs to its end.
         self._known = password is not None
         secret = password if password is not None else secrets.token_hex(16)
-        self._auth_info = _MECHANISM.make_auth_info(secret, iteration_count=4096)
-        self._server = _MECHANISM.make_server(lambda _username: self._auth_info)
+        with contextlib.suppress(ScramException):  # libpq falls back to the raw bytes too
+            secret = saslprep(secret)
+        self._salt = secrets.token_bytes(16)
+        salted = hashlib.pbkdf2_hmac("sha256", secret.encode(), self._salt, SCRAM_ITERATIONS)
+        self._stored_key = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+        self._server_key = _hmac(salted, b"Server Key")
+        self._nonce = ""
+        self._gs2_header = ""
+        self._client_first_bare = ""
+        self._server_first = ""
         self._stage = 0
 
     def start(self) -> m.BackendMessage:
@@ -83,29 +117,55 @@ class ScramExchange:
     def step(self, payload: bytes) -> tuple[m.BackendMessage | None, bool]:
         try:
             if self._stage == 0:
-                initial = decode_sasl_initial_response(payload)
-                if initial.mechanism != _SCRAM:
-                    raise ProtocolViolation(
-                        "client selected an invalid SASL authentication mechanism"
-                    )
-                if initial.data is None:
-                    raise ProtocolViolation("malformed SCRAM message (no client-first-message)")
-                self._server.set_client_first(initial.data.decode("utf-8"))
                 self._stage = 1
-                first = self._server.get_server_first().encode("utf-8")
-                return m.AuthenticationSASLContinue(first), False
+                return self._client_first(payload), False
             if self._stage == 1:
                 self._stage = 2
-                self._server.set_client_final(payload.decode("utf-8"))
-                if not self._known:
-                    raise _failed(self.user)
-                final = self._server.get_server_final().encode("utf-8")
-                return m.AuthenticationSASLFinal(final), True
-        except scramp.ScramException:
-            raise _failed(self.user) from None
+                return self._client_final(payload.decode("utf-8")), True
         except UnicodeDecodeError:
             raise ProtocolViolation("malformed SCRAM message") from None
         raise ProtocolViolation("unexpected SASL message after the exchange ended")
+
+    def _client_first(self, payload: bytes) -> m.BackendMessage:
+        initial = decode_sasl_initial_response(payload)
+        if initial.mechanism != _SCRAM:
+            raise ProtocolViolation("client selected an invalid SASL authentication mechanism")
+        if initial.data is None:
+            raise ProtocolViolation("malformed SCRAM message (no client-first-message)")
+        first = initial.data.decode("utf-8")
+        parts = first.split(",", 2)
+        if len(parts) != 3 or parts[0] not in ("n", "y"):
+            raise ProtocolViolation("malformed SCRAM message (channel binding is not supported)")
+        self._gs2_header = f"{parts[0]},{parts[1]},"
+        self._client_first_bare = parts[2]
+        client_nonce = _attributes(parts[2]).get("r")
+        if not client_nonce:
+            raise ProtocolViolation("malformed SCRAM message (no nonce)")
+        self._nonce = client_nonce + base64.b64encode(secrets.token_bytes(18)).decode()
+        salt = base64.b64encode(self._salt).decode()
+        self._server_first = f"r={self._nonce},s={salt},i={SCRAM_ITERATIONS}"
+        return m.AuthenticationSASLContinue(self._server_first.encode())
+
+    def _client_final(self, final: str) -> m.BackendMessage:
+        without_proof, sep, proof_b64 = final.rpartition(",p=")
+        attrs = _attributes(without_proof) if sep else {}
+        binding = base64.b64encode(self._gs2_header.encode()).decode()
+        if attrs.get("c") != binding or attrs.get("r") != self._nonce:
+            raise _failed(self.user)
+        try:
+            proof = base64.b64decode(proof_b64, validate=True)
+        except ValueError:
+            raise _failed(self.user) from None
+        auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
+        signature = _hmac(self._stored_key, auth_message)
+        if len(proof) != len(signature):
+            raise _failed(self.user)
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
+        valid = hmac.compare_digest(hashlib.sha256(client_key).digest(), self._stored_key)
+        if not (valid and self._known):
+            raise _failed(self.user)
+        server_signature = base64.b64encode(_hmac(self._server_key, auth_message)).decode()
+        return m.AuthenticationSASLFinal(f"v={server_signature}".encode())
 
 
 def make_exchange(method: str, user: str, password: str | None) -> Exchange | None:
