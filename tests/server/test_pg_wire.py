@@ -257,7 +257,7 @@ def test_users_file_and_unknown_user(start_server, tmp_path):
     dsn = f"host={srv.host} port={srv.port} dbname=cube"
     with psycopg.connect(dsn + " user=alice password=wonder") as conn:
         assert conn.execute("SHOW session_authorization").fetchone() == ("alice",)
-    with pytest.raises(psycopg.OperationalError, match="28P01|password authentication failed"):
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         psycopg.connect(dsn + " user=bob password=wonder")
 
 
