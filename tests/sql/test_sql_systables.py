@@ -13,7 +13,7 @@ from cubequeue.storage.results import Column, ColumnType
 from cubequeue.storage.store import Store
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
-S, I, B, TS = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP
+S, INT, B, TS = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def rows(store: Store, session: PlainSession, sql: str, *params: str | None) -> 
 
 
 def scripted(store: Store, clock: FakeClock) -> None:
-    """ADD ×4 on two prefixes, RETRIEVE one, HEARTBEAT it later, ACK another, CACHE SET."""
+    """ADD four items on two prefixes, RETRIEVE one, HEARTBEAT it later, ACK another, CACHE SET."""
     feed(store, 'QUEUE ADD PRIORITY 5 "jobs:a" "pa"')
     clock.advance(10)
     feed(store, 'QUEUE ADD "jobs:b" "pb"', 'QUEUE ADD PRIORITY -1 "jobs:c" "pc"')
@@ -61,7 +61,7 @@ def test_count_per_prefix_and_status(store: Store, clock: FakeClock, session: Pl
     sql = "SELECT prefix, status, count(*) FROM system.queue GROUP BY prefix, status ORDER BY 1,2"
     out = run_plain(sql, session, store)
     assert out.result is not None and out.type_oids == (25, 25, 20)
-    assert out.result.columns == (Column("prefix", S), Column("status", S), Column("count", I))
+    assert out.result.columns == (Column("prefix", S), Column("status", S), Column("count", INT))
     assert out.result.rows == [("jobs", "active", 1), ("jobs", "pending", 2)]
     assert rows(store, session, "SELECT prefix, count(*) AS pending FROM system.queue "
                 "WHERE status = 'pending' GROUP BY prefix ORDER BY pending DESC, prefix") == [("jobs", 2)]
@@ -86,7 +86,7 @@ def test_queue_rows_and_types(store: Store, clock: FakeClock, session: PlainSess
     out = run_plain("SELECT * FROM system.queue ORDER BY queue_id", session, store)
     assert out.result is not None
     assert out.type_oids == (25, 20, 25, 1184, 25, 20, 1184, 1184, 25, 25, 25, 16, 25)
-    assert [c.type for c in out.result.columns] == [S, I, S, TS, S, I, TS, TS, S, S, S, B, S]
+    assert [c.type for c in out.result.columns] == [S, INT, S, TS, S, INT, TS, TS, S, S, S, B, S]
     assert out.result.rows == [
         ("a", 1, "jobs", T0, "active", 5, T0 + 130, None, "pa", None, "proc", False, None),
         ("b", 2, "jobs", T0 + 10, "pending", 0, None, None, "pb", None, "proc", False, None),
@@ -164,7 +164,7 @@ def test_describe_without_running(session: PlainSession) -> None:
     d = describe_plain("SELECT prefix, count(*) AS n, max(heartbeat) FROM system.queue "
                        "WHERE priority > $1 AND id = $2 GROUP BY prefix", session, Untouchable())
     assert d.param_count == 2 and d.param_oids == (20, 25)
-    assert d.columns == (Column("prefix", S), Column("n", I), Column("max", TS))
+    assert d.columns == (Column("prefix", S), Column("n", INT), Column("max", TS))
     assert d.type_oids == (25, 20, 1184)
     d = describe_plain("SELECT * FROM system.queue_log WHERE at < $1", session, Untouchable())
     assert d.param_oids == (1184,) and d.type_oids == (20, 25, 25, 1184, 20, 20)
