@@ -53,7 +53,14 @@ typecheck: install
 	@for p in server grammar storage; do ln -sfn ../../../$$p build/typecheck/cubequeue/$$p; done
 	$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage
 
-test: install system-deps lint typecheck pytest
+test: install system-deps lint typecheck hadolint pytest docker-smoke
+
+hadolint: install
+	$(VENV)/bin/hadolint Dockerfile
+
+# The image's install steps in a fresh venv from a built wheel, started as its CMD/ENV would.
+docker-smoke: install
+	bash tests/ops/docker_smoke.sh
 
 pytest: install system-deps
 	$(VENV)/bin/pytest -q

@@ -147,20 +147,14 @@ class ConnectionRegistry:
 
 
 def load_users(config: Config) -> dict[str, str] | None:
-    """user → password from ``--users-file`` (``user:password`` lines, ``#`` comments),
-    or None when only ``--password`` (the password of every user) or nothing is set."""
+    """user → password from ``--users-file``, or None when only ``--password`` (the
+    password of every user) or nothing is set. One parser serves the server and the
+    healthcheck: :func:`cubequeue.server.options.read_users_file`."""
     if config.users_file is None:
         return None
-    users: dict[str, str] = {}
-    with open(config.users_file, encoding="utf-8") as f:
-        for raw in f:
-            line = raw.split("#", 1)[0].strip()
-            if not line:
-                continue
-            user, sep, password = line.partition(":")
-            if sep:
-                users[user.strip()] = password.strip()
-    return users
+    from cubequeue.server.options import read_users_file
+
+    return read_users_file(config.users_file)
 
 
 @dataclass(slots=True, eq=False)
