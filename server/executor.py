@@ -36,6 +36,15 @@ _log = logging.getLogger("cubequeue.command")
 
 #: distinct statement texts kept prepared (oldest dropped first)
 _PREPARE_CACHE_SIZE = 4096
+#: the command name metrics and logs use for statements that did not parse
+_PARSE = "(parse)"
+
+
+def _log_failure(command: str, error: QueueError) -> None:
+    _log.info(
+        "%s failed: %s (SQLSTATE %s)", command, error.message, error.sqlstate,
+        extra={"command": command, "sqlstate": error.sqlstate},
+    )
 
 #: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
 Observe = Callable[[str, str, float], None]
@@ -70,7 +79,13 @@ class Executor:
         """Parse ``sql`` (cached by text); raises :class:`QueueError` (42601, …)."""
         prepared = self._prepared.get(sql)
         if prepared is None:
-            command = parse_cached(sql)
+            try:
+                command = parse_cached(sql)
+            except QueueError as exc:
+                if self._observe is not None:
+                    self._observe(_PARSE, exc.sqlstate, 0.0)
+                _log_failure(_PARSE, exc)
+                raise
             prepared = Prepared(sql, command, tuple(param_slots(command)), command.result_columns())
             if len(self._prepared) >= _PREPARE_CACHE_SIZE:
                 self._prepared.pop(next(iter(self._prepared)))
@@ -133,10 +148,7 @@ class Executor:
         if self._observe is not None:
             self._observe(cmd.tag, outcome, elapsed)
         if error is not None:
-            _log.info(
-                "%s failed: %s (SQLSTATE %s)", cmd.tag, error.message, error.sqlstate,
-                extra={"command": cmd.tag, "sqlstate": error.sqlstate},
-            )
+            _log_failure(cmd.tag, error)
         if elapsed >= self._slow_s:
             _log.warning(
                 "slow command %s: %.1f ms", cmd.tag, elapsed * 1000,
