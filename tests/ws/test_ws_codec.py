@@ -219,3 +219,12 @@ def test_corrupted_golden_raises_only_protocol_violation(data: st.DataObject) ->
         base[data.draw(st.integers(0, len(base) - 1))] = data.draw(st.integers(0, 255))
     with contextlib.suppress(ProtocolViolation):
         decode_message(bytes(base))
+
+
+def test_the_codec_is_sans_io() -> None:
+    """style.md rule 2: codec modules never import asyncio."""
+    import subprocess
+    import sys
+
+    code = "import sys, cubequeue.server.cubews.codec; sys.exit('asyncio' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
