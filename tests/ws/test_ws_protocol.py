@@ -269,3 +269,21 @@ def test_plain_sql_sees_the_process_id_and_system_tables_render_timestamps(ws_se
             assert len(created) == 24 and created[10] == "T" and created.endswith("Z")
 
     run(main())
+
+
+def test_pings_are_answered_while_long_polls_wait(ws_server) -> None:
+    """Cube's client pings every 5 s and reconnects without a pong (cube-client.md §3.5)."""
+    p = prefix()
+
+    async def main() -> None:
+        async with WsClient(ws_server.ws_url) as c:
+            polls = [c.send(f"QUEUE RESULT_BLOCKING 3000 '{p}:{i}'") for i in range(5)]
+            assert c.ws is not None
+            for _ in range(3):
+                pong = await c.ws.ping()
+                await asyncio.wait_for(pong, 2)
+            assert not any(poll.done() for poll in polls)
+            answers = await asyncio.wait_for(asyncio.gather(*polls), 10)
+            assert all(rows(a) == [] for a in answers)  # timed out: zero rows
+
+    run(main())
