@@ -70,7 +70,7 @@ class QueueError(Exception):
         return self.message
 
 
-class SyntaxError(QueueError, sqlstate="42601"):  # noqa: A001 - mirrors PostgreSQL's name
+class SyntaxError(QueueError, sqlstate="42601"):  # mirrors PostgreSQL's name
     """Parse errors, unknown commands, duplicate options, trailing tokens."""
 
 

@@ -13,6 +13,10 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
 from cubequeue.grammar.commands import (
     CacheGet,
     CacheIncr,
@@ -26,9 +30,6 @@ from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.limits import Limits
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 MAX_ENTRY = 8
 HUGE = 10**12

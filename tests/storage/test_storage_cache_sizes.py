@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from cubequeue.storage.sizes import format_size
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from cubequeue.storage.sizes import format_size
 
 
 @pytest.mark.parametrize(
