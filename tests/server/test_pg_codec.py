@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import (
     Decoder,
@@ -12,8 +15,6 @@ from cubequeue.server.pgwire.codec import (
 )
 from cubequeue.server.pgwire.peer import BackendDecoder, encode_frontend
 from cubequeue.storage.errors import ProtocolViolation
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 # (message, golden hex) — frontend messages as a client writes them (PostgreSQL 15
 # "Message Formats"; the startup packets as captured from psql 15 / libpq).
