@@ -107,6 +107,21 @@ def server() -> Iterator[ServerProcess]:
     proc.stop()
 
 
+@pytest.fixture(scope="session")
+def launcher() -> Iterator[Callable[..., ServerProcess]]:
+    """``launch`` for module- or session-scoped fixtures; every server stops at the end."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
+        proc = launch(*args, env=env)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
 @pytest.fixture
 def start_server() -> Iterator[Callable[..., ServerProcess]]:
     started: list[ServerProcess] = []
