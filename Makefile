@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 NODE_DIR := tests/node
+PG_NODE_DIR := tests/server/clients/node
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -27,8 +28,10 @@ system-deps:
 	@need=""; \
 	command -v psql >/dev/null || need="$$need postgresql-client"; \
 	[ -f $(JDBC_JAR) ] || need="$$need libpostgresql-jdbc-java"; \
-	command -v java >/dev/null || need="$$need default-jre-headless"; \
-	command -v node >/dev/null || need="$$need nodejs npm"; \
+	command -v javac >/dev/null || need="$$need default-jdk-headless"; \
+	command -v node >/dev/null || need="$$need nodejs"; \
+	command -v npm >/dev/null || need="$$need npm"; \
+	command -v openssl >/dev/null || need="$$need openssl"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
@@ -72,4 +75,4 @@ bench-quick: install bench-deps
 	$(PY) -m bench.run --quick
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules
+	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules
