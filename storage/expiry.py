@@ -1,6 +1,6 @@
 """The expiry heap: items and results leave memory when they expire (dialect doc §8 rule 9).
 
-One min-heap of (due, kind, id) where ``due`` is the first millisecond at which the row is
+One min-heap of (due, id, kind), each entry packed into one int, where ``due`` is the first millisecond at which the row is
 gone: an item at its ``expire`` (index lookups skip ``expire <= now``, §2.7), a result one
 millisecond after its ``expire`` (results are returned while ``expire >= now``, §2.7).
 
@@ -22,33 +22,37 @@ ITEM = 0
 RESULT = 1
 
 _MIN_REBUILD = 1024
+_BIAS = 1 << 63
+_ID_MASK = (1 << 64) - 1
 
 
 class ExpiryHeap:
     __slots__ = ("_dead", "_heap")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, int]] = []
+        self._heap: list[int] = []
         self._dead = 0
 
     def __len__(self) -> int:
         return len(self._heap)
 
     def push(self, due: int, kind: int, id_: int) -> None:
-        heapq.heappush(self._heap, (due, kind, id_))
+        heapq.heappush(self._heap, (((due + _BIAS) << 64 | id_) << 1) | kind)
 
     def next_due(self) -> int | None:
-        return self._heap[0][0] if self._heap else None
+        return (self._heap[0] >> 65) - _BIAS if self._heap else None
 
     def pop_due(self, now: int) -> list[tuple[int, int]]:
         """Remove and return (kind, id) of every entry due at ``now``, oldest first."""
         heap = self._heap
-        if not heap or heap[0][0] > now:
+        # entries due at or before now are exactly those below the first key of now + 1
+        limit = (now + 1 + _BIAS) << 65
+        if not heap or heap[0] >= limit:
             return []
         out: list[tuple[int, int]] = []
-        while heap and heap[0][0] <= now:
-            _, kind, id_ = heapq.heappop(heap)
-            out.append((kind, id_))
+        while heap and heap[0] < limit:
+            entry = heapq.heappop(heap)
+            out.append((entry & 1, (entry >> 1) & _ID_MASK))
         return out
 
     def discard(self, live: Callable[[int, int], bool]) -> None:
@@ -58,7 +62,7 @@ class ExpiryHeap:
         """
         self._dead += 1
         if self._dead > _MIN_REBUILD and self._dead * 2 > len(self._heap):
-            self._heap = [e for e in self._heap if live(e[1], e[2])]
+            self._heap = [e for e in self._heap if live(e & 1, (e >> 1) & _ID_MASK)]
             heapq.heapify(self._heap)
             self._dead = 0
 

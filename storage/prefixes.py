@@ -11,6 +11,8 @@ Prefix matching in Cube Store is exact equality (dialect doc §2.1), so every qu
   ``oldest_pending_ms``; ``by_orphaned``: (orphaned, id) for pending items that carry their
   own ORPHANED time (which wins over the command's timeout, §3.10).
 
+Every sorted entry is one packed int ordered like its tuple (:func:`.queue_item.pack`).
+
 So every count is O(1), every change O(log n), and ``system.queue_prefixes`` (issue 9) is
 read without scanning items. A prefix's state lives while it holds items or results.
 """
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cubequeue.storage.queue_item import Item
-from cubequeue.storage.results import Row
 from sortedcontainers import SortedDict, SortedList
+
+from cubequeue.storage.queue_item import ID_MASK, Item, pack, unpack_time
+from cubequeue.storage.results import Row
 
 __all__ = ["PrefixState", "Prefixes"]
 
@@ -70,15 +73,15 @@ class PrefixState:
 
     def add_pending(self, item: Item) -> None:
         self.pending.add(item.rank)
-        self.by_created.add((item.created, item.id))
+        self.by_created.add(pack(item.created, item.id))
         if item.orphaned is not None:
-            self.by_orphaned.add((item.orphaned, item.id))
+            self.by_orphaned.add(pack(item.orphaned, item.id))
 
     def _drop_pending(self, item: Item) -> None:
         self.pending.remove(item.rank)
-        self.by_created.remove((item.created, item.id))
+        self.by_created.remove(pack(item.created, item.id))
         if item.orphaned is not None:
-            self.by_orphaned.remove((item.orphaned, item.id))
+            self.by_orphaned.remove(pack(item.orphaned, item.id))
 
     def activate(self, item: Item, now: int) -> None:
         """pending → active; the claim sets the heartbeat (§3.3 step 8)."""
@@ -86,12 +89,12 @@ class PrefixState:
         item.activated = now
         item.heartbeat = now
         self.active[item.id] = item
-        self.heartbeats.add((now, item.id))
+        self.heartbeats.add(pack(now, item.id))
 
     def beat(self, item: Item, now: int) -> None:
         if item.activated is not None and item.heartbeat is not None:
-            self.heartbeats.remove((item.heartbeat, item.id))
-            self.heartbeats.add((now, item.id))
+            self.heartbeats.remove(pack(item.heartbeat, item.id))
+            self.heartbeats.add(pack(now, item.id))
         item.heartbeat = now
 
     def remove(self, item: Item) -> None:
@@ -100,7 +103,7 @@ class PrefixState:
         else:
             del self.active[item.id]
             if item.heartbeat is not None:
-                self.heartbeats.remove((item.heartbeat, item.id))
+                self.heartbeats.remove(pack(item.heartbeat, item.id))
 
     # -- views ------------------------------------------------------------------------
 
@@ -110,28 +113,30 @@ class PrefixState:
     def pending_ids(self) -> Iterator[int]:
         """Pending ids in LIST/PENDING order (priority desc, created asc, id asc)."""
         for rank in self.pending:
-            yield rank[2]
+            yield rank & ID_MASK
 
     def stalled_ids(self, now: int, heartbeat_timeout: int) -> Iterator[int]:
         """Active items whose heartbeat is more than ``heartbeat_timeout`` ms old."""
-        for _, id_ in self.heartbeats.irange(None, (now - heartbeat_timeout,), (True, False)):
-            yield id_
+        bound = pack(now - heartbeat_timeout, 0)
+        for key in self.heartbeats.irange(None, bound, (True, False)):
+            yield key & ID_MASK
 
     def old_pending_ids(self, now: int, orphaned_timeout: int) -> Iterator[int]:
         """Pending items created more than ``orphaned_timeout`` ms ago (may include items
         with their own ORPHANED time; the caller filters those)."""
-        for _, id_ in self.by_created.irange(None, (now - orphaned_timeout,), (True, False)):
-            yield id_
+        bound = pack(now - orphaned_timeout, 0)
+        for key in self.by_created.irange(None, bound, (True, False)):
+            yield key & ID_MASK
 
     def own_orphaned_ids(self, now: int) -> Iterator[int]:
         """Pending items whose own ORPHANED instant is before ``now``."""
-        for _, id_ in self.by_orphaned.irange(None, (now,), (True, False)):
-            yield id_
+        for key in self.by_orphaned.irange(None, pack(now, 0), (True, False)):
+            yield key & ID_MASK
 
     def summary_row(self, now: int) -> Row:
         """One ``system.queue_prefixes`` row (§8 rule 11)."""
-        oldest = now - self.by_created[0][0] if self.by_created else None
-        max_age = now - self.heartbeats[0][0] if self.heartbeats else None
+        oldest = now - unpack_time(self.by_created[0]) if self.by_created else None
+        max_age = now - unpack_time(self.heartbeats[0]) if self.heartbeats else None
         return (
             self.prefix,
             len(self.pending),

@@ -32,9 +32,10 @@ class QueueState:
     __slots__ = (
         "_by_id",
         "_by_path",
-        "_expiry",
+        "_item_expiry",
         "_next_id",
         "_on_departure",
+        "_result_expiry",
         "after",
         "log",
         "prefixes",
@@ -54,7 +55,10 @@ class QueueState:
         self.results = Results()
         self.waiters = Waiters()
         self.log = DepartureLog(queue_log_size)
-        self._expiry = ExpiryHeap()
+        # two heaps: results expire minutes after their ACK, items hours after their ADD,
+        # so in one heap every result would sift up past the items (O(log n) cache misses)
+        self._item_expiry = ExpiryHeap()
+        self._result_expiry = ExpiryHeap()
         self._next_id = 1
         self._on_departure = on_departure
         #: post-commit effects of the current step, run by the store
@@ -125,7 +129,7 @@ class QueueState:
         self._by_id[item.id] = item
         self._by_path[path] = item
         state.add_pending(item)
-        self._expiry.push(expire, ITEM, item.id)
+        self._item_expiry.push(expire, ITEM, item.id)
         return item, state
 
     def depart(self, item: Item, reason: Reason, now: int, *, early: bool = True) -> None:
@@ -137,7 +141,7 @@ class QueueState:
             state.remove(item)
             self.prefixes.release(state)
         if early:
-            self._expiry.discard(self._live)
+            self._item_expiry.discard(self._live)
         departure = Departure.of(item, reason, now)
         self.log.record(departure)
         hook = self._on_departure
@@ -148,7 +152,7 @@ class QueueState:
         self.results.add(result)
         self.prefixes.ensure(result.prefix).results += 1
         # due one ms after expire: results are readable while expire >= now (§2.7)
-        self._expiry.push(result.expire + 1, RESULT, result.id)
+        self._result_expiry.push(result.expire + 1, RESULT, result.id)
 
     def remove_result(self, result: Result, *, early: bool = True) -> None:
         self.results.remove(result)
@@ -157,7 +161,7 @@ class QueueState:
             state.results -= 1
             self.prefixes.release(state)
         if early:
-            self._expiry.discard(self._live)
+            self._result_expiry.discard(self._live)
 
     def _live(self, kind: int, id_: int) -> bool:
         if kind == ITEM:
@@ -167,21 +171,23 @@ class QueueState:
     def sweep(self, now: int) -> None:
         """Drop every item and result due at ``now`` (§8 rule 9); O(1) when none is."""
         dead = 0
-        for kind, id_ in self._expiry.pop_due(now):
-            if kind == ITEM:
-                item = self._by_id.get(id_)
-                if item is None:
-                    dead += 1
-                    continue
-                self.depart(item, "expired", now, early=False)
+        for _, id_ in self._item_expiry.pop_due(now):
+            item = self._by_id.get(id_)
+            if item is None:
+                dead += 1
             else:
-                result = self.results.by_id(id_)
-                if result is None:
-                    dead += 1
-                    continue
+                self.depart(item, "expired", now, early=False)
+        if dead:
+            self._item_expiry.forget_dead(dead)
+        dead = 0
+        for _, id_ in self._result_expiry.pop_due(now):
+            result = self.results.by_id(id_)
+            if result is None:
+                dead += 1
+            else:
                 self.remove_result(result, early=False)
         if dead:
-            self._expiry.forget_dead(dead)
+            self._result_expiry.forget_dead(dead)
 
     def truncate(self, now: int) -> None:
         """QUEUE TRUNCATE (§3.13): every item and result; ids are not reset."""
@@ -195,4 +201,5 @@ class QueueState:
         self._by_path.clear()
         self.results.clear()
         self.prefixes.clear()
-        self._expiry.clear()
+        self._item_expiry.clear()
+        self._result_expiry.clear()

@@ -394,7 +394,7 @@ class QueueCommands:
         return ResultSet(cmd.RESULT_COLUMNS, [(len(doomed),)])
 
 
-def _rank(item: Item) -> tuple[int, int, int]:
+def _rank(item: Item) -> int:
     return item.rank
 
 

@@ -7,7 +7,25 @@ one slotted object so a queued item costs a few hundred bytes beyond its path an
 
 from __future__ import annotations
 
-__all__ = ["Item", "path_key", "path_prefix"]
+__all__ = ["ID_MASK", "Item", "pack", "path_key", "path_prefix", "unpack_time"]
+
+#: i64 values are biased into [0, 2**64) so packed keys order like the signed values
+_BIAS = 1 << 63
+ID_MASK = (1 << 64) - 1
+
+
+def pack(time_ms: int, id_: int) -> int:
+    """(time, id) as one int ordered like the tuple.
+
+    The sorted indexes hold packed ints instead of tuples: one object per entry instead of
+    a tuple plus its members, and one comparison without dereferencing the members, which
+    is what keeps the O(log n) steps fast once an index outgrows the CPU caches.
+    """
+    return ((time_ms + _BIAS) << 64) | id_
+
+
+def unpack_time(key: int) -> int:
+    return (key >> 64) - _BIAS
 
 
 def path_prefix(path: str) -> str:
@@ -26,8 +44,8 @@ class Item:
 
     The status is derived from ``activated`` (Cube Store's ``finished`` status is never
     used, §2.2). ``prefix`` is the shared string of the item's prefix state, so it costs
-    one pointer. ``rank`` is the pending-set key (-priority, created, id): LIST and
-    PENDING order (§3.9, ties by id per §8 rule 2).
+    one pointer. ``rank`` is the pending-set key, (-priority, created, id) packed into an int: LIST
+    and PENDING order (§3.9, ties by id per §8 rule 2).
     """
 
     __slots__ = (
@@ -90,8 +108,9 @@ class Item:
         return path_key(self.path)
 
     @property
-    def rank(self) -> tuple[int, int, int]:
-        return (-self.priority, self.created, self.id)
+    def rank(self) -> int:
+        """(-priority, created, id) packed into one int (see :func:`pack`)."""
+        return ((_BIAS - 1 - self.priority) << 128) | ((self.created + _BIAS) << 64) | self.id
 
     def visible_to(self, process_id: str | None) -> bool:
         """LIST/PENDING/ACTIVE filter: an exclusive item with a process id is shown only

@@ -151,10 +151,11 @@ class Store:
                 raise InternalError("QUEUE RESULT_BLOCKING goes through Store.result_blocking")
             raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
         now = self._begin()
+        swept = len(self._queue.after)  # the sweep's departures happen whatever follows
         try:
             result = handler(cmd, process_id, now)
         except BaseException:
-            self._queue.after.clear()  # the sweep's departures still happened
+            del self._queue.after[swept:]
             self._commit()
             raise
         self._commit()

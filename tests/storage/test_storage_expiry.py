@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from storage_testkit import HOUR, START, harness
 
 from cubequeue.grammar.commands import SysCachestore
+from cubequeue.storage.errors import InvalidParameterValue
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.results import ResultSet
 
@@ -110,7 +112,7 @@ def test_acked_items_do_not_leak_expiry_entries() -> None:
     for i in range(5000):
         h.add(f"q:{i}")
         h.ack(f"q:{i}", None)
-    heap = h.store._queue._expiry
+    heap = h.store._queue._item_expiry
     assert len(heap) <= 2 * 1024 + 2
 
 
@@ -120,3 +122,12 @@ def test_start_plus_ttl_matches_system_table_times() -> None:
     h.advance(7)
     h.ack(1, "v")
     assert h.store.system_table("queue_results").rows[0][2] == START + 7 + 5000
+
+
+def test_failed_step_still_reports_the_expiries_its_sweep_made() -> None:
+    h = harness()
+    h.add("q:a")
+    h.advance(4 * HOUR)
+    with pytest.raises(InvalidParameterValue):
+        h.add("q:b", exclusive=True)
+    assert [(d.id, d.reason) for d in h.departures] == [(1, "expired")]
