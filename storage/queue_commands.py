@@ -211,8 +211,7 @@ class QueueCommands:
             return ResultSet(cmd.RESULT_COLUMNS, [(False,)])
         q = self._q
         by_id, by_path = q.waiters.has(item.id, item.path)
-        q.depart(item, "acked", now)
-        if value is not None:
+        if value is not None:  # before the departure, so the prefix state lives on
             if item.external_id is not None:
                 older = q.results.by_path_ext(item.path, item.external_id)
                 if older is not None:
@@ -230,6 +229,7 @@ class QueueCommands:
                 q.remove_result(result)  # delivered to a path waiter: consumed (v1)
             elif by_id:
                 result.deleted = True  # delivered to an id waiter: flagged (v2)
+        q.depart(item, "acked", now)
         if by_id or by_path:
             delivered = ResultSet(_RESULT_COLUMNS, [(value, "success", str(item.id), None)])
             for waiter in q.waiters.take(item.id, item.path):

@@ -354,3 +354,13 @@ def test_unbound_parameter_is_an_internal_error_and_changes_nothing() -> None:
     with pytest.raises(InternalError):
         h.run(QueueAdd(path="q:a", payload=Param(1, Slot.TEXT)))
     assert h.store.system_table("queue").rows == []
+
+
+def test_queue_prefixes_row_lives_while_results_remain_and_keeps_concurrency() -> None:
+    h = harness(Limits(results_expire_ms=1000))
+    h.add("a:1")
+    h.retrieve("a:1", 3)
+    h.ack("a:1", "r")
+    assert h.store.system_table("queue_prefixes").rows == [("a", 0, 0, 1, None, None, 3)]
+    h.advance(1001)
+    assert h.store.system_table("queue_prefixes").rows == []
