@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -110,22 +110,33 @@ class CubequeueServer:
         return self.process.returncode
 
 
-def _launch(args: Sequence[str], host: str, log_path: Path) -> CubequeueServer:
+def _launch(args: Sequence[str], host: str, log_path: Path, test_clock: bool,
+            extra_env: Mapping[str, str] | None) -> CubequeueServer:
     port, http_port = _free_port(host), _free_port(host)
     while http_port == port:
         http_port = _free_port(host)
-    cmd = [sys.executable, "-m", "cubequeue.server", "--test-clock", "--port", str(port),
+    clock = ["--test-clock"] if test_clock else []
+    cmd = [sys.executable, "-m", "cubequeue.server", *clock, "--port", str(port),
            "--http-port", str(http_port), "--host", host, *args]
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CUBEQUEUE_", "CUBESTORE_"))}
+    env.update(extra_env or {})
     with log_path.open("wb") as log:
         process = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, env=env)
     return CubequeueServer(host, port, http_port, process, log_path, tuple(args))
 
 
-def start_cubequeue(*args: str, host: str = "127.0.0.1") -> CubequeueServer:
+def start_cubequeue(
+    *args: str,
+    host: str = "127.0.0.1",
+    test_clock: bool = True,
+    env: Mapping[str, str] | None = None,
+) -> CubequeueServer:
     """Start a server and wait until both ports accept; the caller must ``stop()`` it.
+
+    ``test_clock=False`` starts it without ``--test-clock``; ``env`` adds environment
+    variables (``CUBEQUEUE_*`` ones included) on top of the cleaned environment.
 
     Free ports are picked by binding port 0 and closing, which can race with another
     process; a start that fails with "address in use" is retried on new ports.
@@ -134,7 +145,7 @@ def start_cubequeue(*args: str, host: str = "127.0.0.1") -> CubequeueServer:
     os.close(fd)
     log_path = Path(name)
     for attempt in range(_PORT_ATTEMPTS):
-        server = _launch(args, host, log_path)
+        server = _launch(args, host, log_path, test_clock, env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if server.process.poll() is not None:
