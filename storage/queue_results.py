@@ -5,7 +5,7 @@ A result's id is its item's id. Three indexes, as Cube Store's QueueResults tabl
 * by id (read-many, "v2");
 * by path, where the *latest* (highest id) result is the one RESULT <path> consumes. The
   results of one path arrive in ascending id order (a path holds one live item at a time),
-  so each path keeps a short list in id order;
+  so the latest is kept apart and the older ones in a short list in id order;
 * by (path, external_id), unique; cubequeue replaces an older row instead of failing the
   ACK (§8 rule 8).
 
@@ -52,13 +52,19 @@ class Result:
 
 
 class Results:
-    """The unexpired results; callers sweep expired ones before each step (§8 rule 9)."""
+    """The unexpired results; callers sweep expired ones before each step (§8 rule 9).
 
-    __slots__ = ("_by_id", "_by_path", "_by_path_ext")
+    ``_latest`` maps a path to its highest-id result, the one RESULT <path> reads; the
+    rare older results of the same path wait in ``_older`` (ascending id), so the common
+    lookup touches one dict and one object.
+    """
+
+    __slots__ = ("_by_id", "_by_path_ext", "_latest", "_older")
 
     def __init__(self) -> None:
         self._by_id: dict[int, Result] = {}
-        self._by_path: dict[str, list[Result]] = {}
+        self._latest: dict[str, Result] = {}
+        self._older: dict[str, list[Result]] = {}
         self._by_path_ext: dict[tuple[str, str], Result] = {}
 
     def __len__(self) -> int:
@@ -71,36 +77,43 @@ class Results:
         return self._by_path_ext.get((path, external_id))
 
     def latest(self, path: str) -> Result | None:
-        rows = self._by_path.get(path)
-        return rows[-1] if rows else None
+        return self._latest.get(path)
 
     def add(self, result: Result) -> None:
         self._by_id[result.id] = result
-        rows = self._by_path.setdefault(result.path, [])
-        if rows and rows[-1].id > result.id:  # cannot happen (see module doc); stay sorted
-            bisect.insort(rows, result, key=_result_id)
-        else:
-            rows.append(result)
+        path = result.path
+        previous = self._latest.get(path)
+        if previous is None or previous.id < result.id:
+            self._latest[path] = result
+            if previous is not None:
+                self._older.setdefault(path, []).append(previous)
+        else:  # cannot happen (see module doc); stay ordered anyway
+            bisect.insort(self._older.setdefault(path, []), result, key=_result_id)
         if result.external_id is not None:
-            self._by_path_ext[(result.path, result.external_id)] = result
+            self._by_path_ext[(path, result.external_id)] = result
 
     def remove(self, result: Result) -> None:
         del self._by_id[result.id]
-        rows = self._by_path[result.path]
-        if rows[-1] is result:
-            rows.pop()
-        else:
-            rows.pop(bisect.bisect_left(rows, result.id, key=_result_id))
-        if not rows:
-            del self._by_path[result.path]
+        path = result.path
+        older = self._older.get(path)
+        if self._latest.get(path) is result:
+            if older:
+                self._latest[path] = older.pop()
+            else:
+                del self._latest[path]
+        elif older is not None:
+            older.pop(bisect.bisect_left(older, result.id, key=_result_id))
+        if older is not None and not older:
+            del self._older[path]
         if result.external_id is not None:
-            key = (result.path, result.external_id)
+            key = (path, result.external_id)
             if self._by_path_ext.get(key) is result:
                 del self._by_path_ext[key]
 
     def clear(self) -> None:
         self._by_id.clear()
-        self._by_path.clear()
+        self._latest.clear()
+        self._older.clear()
         self._by_path_ext.clear()
 
     def all_by_id(self) -> list[Result]:

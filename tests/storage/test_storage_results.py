@@ -333,3 +333,30 @@ def test_failing_callback_does_not_undo_or_raise() -> None:
     h.blocking("q:a", got)
     assert h.ack("q:a", "v")
     assert len(got) == 1
+
+
+def test_older_result_is_latest_again_after_a_path_waiter_took_the_newer() -> None:
+    h = harness()
+    h.add("q:a")
+    h.ack("q:a", "one")
+    h.add("q:a")
+    got: list[ResultSet] = []
+    h.blocking("q:a", [])  # consumes "one" at once
+    h.blocking("q:a", got)
+    h.ack("q:a", "two")  # delivered to the path waiter and deleted
+    assert got[0].rows == [("two", "success", "2", None)]
+    assert [r[0] for r in h.store.system_table("queue_results").rows] == [1]
+    assert h.result("q:a") == []  # "one" was consumed by the first RESULT_BLOCKING
+    assert h.result(1) == [("one", "success", "1", None)]
+
+
+def test_expiry_of_older_result_keeps_the_latest() -> None:
+    h = harness(Limits(results_expire_ms=1000))
+    h.add("q:a")
+    h.ack("q:a", "one")
+    h.advance(600)
+    h.add("q:a")
+    h.ack("q:a", "two")
+    h.advance(401)
+    assert h.result(1) == []
+    assert h.result("q:a") == [("two", "success", "2", None)]
