@@ -81,6 +81,23 @@ describe('Cube cache drivers on cubequeue (cacheAndQueueDriver: cubestore)', () 
     assert.equal(await driver.hasCapability('sendableParameters'), true);
   }));
 
+  it('pre-aggregation statements get a clear error, and the socket stays usable', { timeout: TEST_TIMEOUT }, onServerFailure(async () => {
+    // what Cube sends when Cube Store is also its pre-aggregation store
+    await assert.rejects(
+      driver.getTablesQuery('dev_pre_aggregations'),
+      (e) => e.constructor.name === 'QueryError' && /queue and cache only/.test(e.message)
+    );
+    await assert.rejects(
+      driver.createSchemaIfNotExists('dev_pre_aggregations'),
+      /queue and cache only/
+    );
+    await assert.rejects(
+      driver.query('CREATE TABLE dev_pre_aggregations.orders_main (id int, amount decimal)', []),
+      /queue and cache only/
+    );
+    await cacheDriver.testConnection();
+  }));
+
   it('withLock', { timeout: TEST_TIMEOUT }, onServerFailure(async () => {
     const RANDOM_KEY_CACHE = randomKey();
 

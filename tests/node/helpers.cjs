@@ -70,6 +70,8 @@ async function startServer(extraArgs = []) {
     '-m', 'cubequeue.server',
     '--host', '127.0.0.1', '--port', String(port), '--http-port', String(httpPort),
     '--test-clock', ...extraArgs,
+    // extra server flags for a manual run, e.g. CUBEQUEUE_NODE_SERVER_ARGS='--cubestore-version 1.6.0'
+    ...(process.env.CUBEQUEUE_NODE_SERVER_ARGS || '').split(/\s+/).filter(Boolean),
   ];
   const child = spawn(PYTHON, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
@@ -154,7 +156,7 @@ function recordingLogger() {
   const logger = (message, event) => {
     calls.push([message, event]);
     if (process.env.CUBEQUEUE_NODE_DEBUG) {
-      console.log(`${message} ${JSON.stringify(event)}`);
+      console.log(`${new Date().toISOString()} ${message} ${JSON.stringify(event)}`);
     }
   };
   logger.calls = calls;
