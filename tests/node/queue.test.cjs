@@ -186,6 +186,11 @@ describe('Cube QueryQueue on cubequeue (cacheAndQueueDriver: cubestore)', () => 
     assert.ok(first('QUEUE ACK') > first('QUEUE RETRIEVE CONCURRENCY'), sql.join('\n'));
     assert.ok(first('QUEUE RESULT_BLOCKING') > first('QUEUE ADD PRIORITY'), sql.join('\n'));
     assert.ok(!sql.some((s) => s.startsWith('QUEUE ADD_AND_RETRIEVE')), 'no fast track unless enabled');
+    // the result travels as a typed (sendable) parameter, by queue id
+    const ack = query.mock.calls.find((call) => call.arguments[0] === 'QUEUE ACK ? ?');
+    assert.equal(ack.arguments[2].sendParameters, true);
+    assert.ok(Number.isInteger(ack.arguments[1][0]) && ack.arguments[1][0] > 0, JSON.stringify(ack.arguments[1]));
+    assert.deepEqual(JSON.parse(ack.arguments[1][1]), { result: 'select * from bar' });
   }));
 
   it('instant double wait resolve', { timeout: TEST_TIMEOUT }, onServerFailure(async () => {
@@ -398,6 +403,32 @@ describe('Cube QueryQueue on cubequeue (cacheAndQueueDriver: cubestore)', () => 
     } finally {
       await connection.getQueryAndRemove(connection.redisHash(['1', []]), null);
       await connection.getQueryAndRemove(connection.redisHash(['2', []]), null);
+      queue.queueDriver.release(connection);
+    }
+  }));
+
+  it('stalled: an active query without heartbeats is cancelled, its late ACK is refused (server test clock)', { timeout: TEST_TIMEOUT }, onServerFailure(async () => {
+    cancelledQuery = null;
+    // isJob: returns once the query is queued and dispatched
+    await queue.executeInQueue('delay', 'stalled', { delay: 800, result: '5', isJob: true }, 0);
+    await waitForLog('Performing query', 1);
+
+    // heartBeatTimeout is 4 x heartBeatInterval (30 s) = 120 s; the heartbeat timer never
+    // fires in 800 ms of real time, so the server sees a stalled item
+    await advanceServerClock(driver, 121 * 1000);
+    await queue.reconcileQueue();
+    await awaitProcessing();
+
+    assert.equal(cancelledQuery, 'stalled');
+    const messages = logger.messages();
+    assert.ok(messages.includes('Removing orphaned query'), messages.join(', '));
+    // the handler finished after the item was cancelled: QUEUE ACK answers success = false
+    assert.ok(messages.includes('Orphaned execution result'), messages.join(', '));
+    const connection = await queue.queueDriver.createConnection();
+    try {
+      assert.deepEqual(await connection.getActiveQueries(), []);
+      assert.equal(await connection.getResult('stalled'), null, 'a refused ACK stores no result');
+    } finally {
       queue.queueDriver.release(connection);
     }
   }));
