@@ -2,8 +2,9 @@
 
 Statements: a QUEUE ADD carrying a 300-byte JSON payload (uncached: a fresh payload per
 call; cached: the same text through ``parse_cached``), QUEUE RESULT_BLOCKING and CACHE GET.
-Seeded, so runs are comparable. Run as ``python -m bench.grammar`` or
-``python bench/grammar.py`` from the repository root.
+Seeded, so runs are comparable. Also the start-up cost (issue 9, "Fast start"): a fresh
+interpreter importing ``cubequeue.grammar`` and parsing one statement, median of 5.
+Run as ``python -m bench.grammar`` or ``python bench/grammar.py`` from the repository root.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -34,6 +37,16 @@ def _median_us(run: Callable[[int], None]) -> float:
         start = time.perf_counter()
         run(PER_ROUND)
         samples.append((time.perf_counter() - start) / PER_ROUND * 1e6)
+    return statistics.median(samples)
+
+
+def _startup_ms(runs: int = 5) -> float:
+    code = "import cubequeue.grammar as g; g.parse('CACHE GET x')"
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples)
 
 
@@ -74,6 +87,7 @@ def main() -> None:
     ]
     for name, us in rows:
         print(f"{name:<50} {us:9.2f} µs")
+    print(f"{'fresh process: import + first parse':<50} {_startup_ms():9.0f} ms")
 
 
 if __name__ == "__main__":

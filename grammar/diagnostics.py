@@ -19,12 +19,10 @@ import re
 
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+from cubequeue.grammar.lexical import ID_CHAR, ID_START, TAG_CHAR
 from cubequeue.storage.errors import SyntaxError
 
 __all__ = ["SKIP", "from_lark"]
-
-_IDENT_START = r"A-Za-z_\u0080-\U0010FFFF"
-_IDENT_CHAR = r"A-Za-z0-9_$\u0080-\U0010FFFF"
 
 #: whitespace and comments, as the grammar ignores them
 SKIP = re.compile(r"(?:[ \t\r\n\f\v]|--[^\n]*|/\*[\s\S]*?\*/)*+")
@@ -33,16 +31,16 @@ _QUOTED = re.compile(
     r"[Ee]?'[^'\\]*+(?:(?:\\[\s\S]|'')[^'\\]*+)*+'"
     r'|"[^"]*+(?:""[^"]*+)*+"'
     r"|`[^`]*+(?:``[^`]*+)*+`"
-    rf"|\$(?P<tag>(?:[{_IDENT_START}][A-Za-z0-9_\u0080-\U0010FFFF]*)?)\$[\s\S]*?\$(?P=tag)\$"
+    rf"|\$(?P<tag>(?:{ID_START}{TAG_CHAR}*)?)\$[\s\S]*?\$(?P=tag)\$"
 )
 #: the opening of a quoted literal (when _QUOTED fails here, it is unterminated)
-_OPENING = re.compile(rf"[Ee]?'|\"|`|\$(?:[{_IDENT_START}][A-Za-z0-9_\u0080-\U0010FFFF]*)?\$")
+_OPENING = re.compile(rf"[Ee]?'|\"|`|\$(?:{ID_START}{TAG_CHAR}*)?\$")
 #: any other token, roughly as the lexer sees it (only used to name tokens in messages)
 _OTHER = re.compile(
-    rf"[{_IDENT_START}][{_IDENT_CHAR}]*"
+    rf"{ID_START}{ID_CHAR}*"
     r"|\$[0-9]+|[0-9.]+[A-Za-z0-9_.]*|::|[^ \t\r\n\f\v]"
 )
-_WORD = re.compile(rf"[{_IDENT_START}][{_IDENT_CHAR}]*\Z")
+_WORD = re.compile(rf"{ID_START}{ID_CHAR}*\Z")
 
 _QUEUE_COMMANDS = frozenset(
     ["add", "add_and_retrieve", "retrieve", "ack", "cancel", "get", "heartbeat", "merge_extra", "list", "pending", "active", "to_cancel", "stalled", "orphaned", "result", "result_blocking", "truncate", "purge"]

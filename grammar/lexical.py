@@ -23,7 +23,10 @@ from collections.abc import Callable
 from cubequeue.storage.errors import InvalidParameterValue, SyntaxError
 
 __all__ = [
+    "ID_CHAR",
+    "ID_START",
     "INT_RANGES",
+    "TAG_CHAR",
     "check_int",
     "check_int_text",
     "decode_bt",
@@ -32,6 +35,17 @@ __all__ = [
     "decode_estring",
     "decode_string",
 ]
+
+# §1.2 identifier characters as regex classes, the same as queue.lark's _ID_START and
+# _ID_CHAR. Negated ASCII classes compile in well under a millisecond, where the
+# equivalent [A-Za-z_\u0080-\U0010FFFF] takes Python's re 10-30 ms each (issue 9,
+# "Fast start"); tests/grammar/test_grammar_lexer.py checks every code point.
+#: a word's first character: an ASCII letter, ``_``, or any non-ASCII character
+ID_START = r"[^\x00-\x40\x5b-\x5e\x60\x7b-\x7f]"
+#: a word's later characters: ID_START, digits and ``$``
+ID_CHAR = r"[^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
+#: a dollar-quote tag's later characters: ID_START and digits (no ``$``)
+TAG_CHAR = r"[^\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
 
 _I64 = (-(2**63), 2**63 - 1)
 _U32 = (0, 2**32 - 1)
@@ -76,6 +90,10 @@ def check_int_text(text: str, name: str, position: int | None = None) -> int:
     ``1.5`` or ``1e3`` are numeric literals to the tokenizer but not integers: Rust's
     ``str::parse`` says ``invalid digit found in string``.
     """
+    if text.isdigit() and text.isascii():  # an unsigned literal in range: the usual case
+        value = int(text)
+        if value <= INT_RANGES[name][1]:
+            return value
     lo, _hi = INT_RANGES[name]
     if text.startswith("-") and lo == 0:
         raise InvalidParameterValue(

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["split_statements"]
+from cubequeue.grammar.lexical import ID_CHAR, ID_START, TAG_CHAR
 
-_IDENT_CHAR = r"A-Za-z0-9_$\u0080-\U0010FFFF"
+__all__ = ["split_statements"]
 
 # One scan step: the next character that could start something interesting.
 _INTERESTING = re.compile(r"[;'\"`$/\-]")
 _SQ_BODY = re.compile(r"[^'\\]*+(?:(?:\\[\s\S]|'')[^'\\]*+)*+'")
 _DQ_BODY = re.compile(r'[^"]*+(?:""[^"]*+)*+"')
 _BT_BODY = re.compile(r"[^`]*+(?:``[^`]*+)*+`")
-_DOLLAR_TAG = re.compile(r"\$((?:[A-Za-z_\u0080-\U0010FFFF][A-Za-z0-9_\u0080-\U0010FFFF]*)?)\$")
-_IDENT_END = re.compile(rf"[{_IDENT_CHAR}]")
+_DOLLAR_TAG = re.compile(rf"\$((?:{ID_START}{TAG_CHAR}*)?)\$")
+_IDENT_END = re.compile(ID_CHAR)
 _COMMENT_EDGE = re.compile(r"/\*|\*/")
 # possessive, single-character whitespace steps: no backtracking blow-up on long runs
 _BLANK = re.compile(r"(?:[ \t\r\n\f\v]|--[^\n]*|/\*[\s\S]*?\*/)*+")

@@ -7,9 +7,9 @@ Methods receive the rule's children as a list; filtered keywords (``_ADD``) neve
 Option lists are left-recursive rules so that a repeated option is reported as soon as it
 is reduced, in the text order Cube Store reports it (§3.1, §8 rule 3).
 
-Placeholders carry per-statement state (``?`` numbering in order of appearance, ``$n``
-vs ``?`` mixing, types per index), so one instance serves one parse at a time:
-:mod:`cubequeue.grammar.parser` resets it with :meth:`CommandBuilder.begin` under a lock.
+The builder keeps no state between callbacks, so the one instance Lark holds serves every
+parse, on any thread. A placeholder's per-statement state (``?`` numbering, ``$n``/``?``
+mixing, types per index) comes with its ``PARAM`` token (``placeholders.py``).
 """
 
 from __future__ import annotations
@@ -49,12 +49,10 @@ from cubequeue.grammar.commands import (
     SysClock,
 )
 from cubequeue.grammar.lexical import TEXT_DECODERS, check_int_text
+from cubequeue.grammar.placeholders import ParamToken
 from cubequeue.storage.errors import SyntaxError
 
 __all__ = ["CommandBuilder", "RawInt"]
-
-#: Postgres accepts at most 65535 bind parameters; a larger ``$n`` can never be bound.
-MAX_PARAM_INDEX = 65535
 
 # An integer slot's value before its name is known: (literal text, 1-based position).
 RawInt = tuple[str, int]
@@ -82,51 +80,12 @@ class CommandBuilder(Transformer[Token, Command]):
 
     def __init__(self) -> None:
         super().__init__(visit_tokens=False)
-        self.begin()
-
-    # ---- per-statement placeholder state -------------------------------------------
-    def begin(self) -> None:
-        self.qmarks = 0
-        self.style: str | None = None
-        self.slots: dict[int, Slot] = {}
-
-    def finish(self) -> None:
-        """Reject gaps in ``$n`` numbering (§8 rule 5; PostgreSQL does the same)."""
-        slots = self.slots
-        if slots and len(slots) != max(slots):
-            missing = next(i for i in range(1, len(slots) + 2) if i not in slots)
-            raise SyntaxError(f"could not determine data type of parameter ${missing}")
-
-    def _param(self, tok: Token, cast: Token | None, slot: Slot) -> Param:
-        style = "?" if tok == "?" else "$"
-        if self.style is None:
-            self.style = style
-        elif self.style != style:
-            raise SyntaxError(
-                "cannot mix $n and ? placeholders in one statement", position=_pos(tok)
-            )
-        if style == "?":
-            self.qmarks += 1
-            index = self.qmarks
-        else:
-            index = int(tok[1:])
-            if index < 1 or index > MAX_PARAM_INDEX:
-                raise SyntaxError(f"there is no parameter {tok}", position=_pos(tok))
-        known = self.slots.get(index)
-        if known is None:
-            self.slots[index] = slot
-        elif (known is Slot.INT8) != (slot is Slot.INT8):
-            raise SyntaxError(
-                f"inconsistent types deduced for parameter ${index}", position=_pos(tok)
-            )
-        type_name = cast[2:].strip().lower() if cast is not None else None
-        return Param(index, slot, type_name)
 
     # ---- values ----------------------------------------------------------------------
     def text(self, c: list[Token]) -> str | Param:
         tok = c[0]
         if tok.type == "PARAM":
-            return self._param(tok, c[1] if len(c) > 1 else None, Slot.TEXT)
+            return _param(c, Slot.TEXT)
         return TEXT_DECODERS[tok.type](tok)
 
     def key(self, c: list[Token]) -> int | str | Param:
@@ -137,7 +96,7 @@ class CommandBuilder(Transformer[Token, Command]):
         if kind == "MINUS":
             return check_int_text("-" + c[1], "id", _pos(tok))
         if kind == "PARAM":
-            return self._param(tok, c[1] if len(c) > 1 else None, Slot.KEY)
+            return _param(c, Slot.KEY)
         return TEXT_DECODERS[kind](tok)
 
     def result(self, c: list[Token]) -> str | Param | None:
@@ -145,7 +104,7 @@ class CommandBuilder(Transformer[Token, Command]):
             return None  # the bare keyword NULL (§3.4)
         tok = c[0]
         if tok.type == "PARAM":
-            return self._param(tok, c[1] if len(c) > 1 else None, Slot.RESULT)
+            return _param(c, Slot.RESULT)
         return TEXT_DECODERS[tok.type](tok)
 
     def int(self, c: list[Token]) -> RawInt | Param:
@@ -155,7 +114,7 @@ class CommandBuilder(Transformer[Token, Command]):
             return (str(tok), _pos(tok))
         if kind == "MINUS":
             return ("-" + c[1], _pos(tok))
-        return self._param(tok, c[1] if len(c) > 1 else None, Slot.INT8)
+        return _param(c, Slot.INT8)
 
     add_ext_id = text
     result_ext_id = text
@@ -330,6 +289,13 @@ class CommandBuilder(Transformer[Token, Command]):
 
     def sys_clock_resume(self, c: list[Any]) -> SysClock:
         return SysClock(action="resume")
+
+
+def _param(c: list[Token], slot: Slot) -> Param:
+    """A placeholder (``PARAM``, then an optional ``CAST``) in a ``slot``-typed position."""
+    tok = c[0]
+    assert isinstance(tok, ParamToken)  # the grammar's lexer makes every PARAM token
+    return tok.placeholders.param(tok, c[1] if len(c) > 1 else None, slot)
 
 
 def _int(raw: RawInt | Param, name: str) -> int | Param:
