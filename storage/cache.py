@@ -287,7 +287,9 @@ class CacheStore:
         """``system.cache``: live rows in row-id order (``id`` is the key part)."""
         self._begin()
         ordered = sorted(self._entries.values(), key=lambda e: e.id)
-        rows: list[Row] = [(e.key, e.prefix, e.expire, e.value) for e in ordered]
+        # prefix is text, not NULL (§8 rule 11): a path without a colon has prefix "",
+        # the empty string Cube Store indexes it under (§2.1), as system.queue shows it.
+        rows: list[Row] = [(e.key, e.prefix or "", e.expire, e.value) for e in ordered]
         return ResultSet(SYSTEM_CACHE_COLUMNS, rows)
 
     def eviction_rows(self) -> list[tuple[str, str, str | None]]:

@@ -240,9 +240,11 @@ def test_path_splits_at_last_colon(cache):
     assert rows == [("c", "a:b", None, "v"), ("", "abc", None, "w")]
 
 
-def test_path_without_colon_has_null_prefix(cache):
+def test_path_without_colon_has_empty_prefix(cache):
+    """system.cache's prefix is text, not NULL (§8 rule 11), as in system.queue."""
     put(cache, "plain", "v")
-    assert cache.system_rows().rows == [("plain", None, None, "v")]
+    assert cache.system_rows().rows == [("plain", "", None, "v")]
+    assert keys(cache, "") == ["plain"]
 
 
 # ------------------------------------------------------------------------ CACHE KEYS
