@@ -694,7 +694,7 @@ def test_system_rows_columns_and_live_rows_only(cache, clock):
         ("expire", ColumnType.TIMESTAMP),
         ("value", ColumnType.STRING),
     ]
-    assert result.rows == [("a", "p", START + 10_000, "1"), ("b", None, None, "2")]
+    assert result.rows == [("a", "p", START + 10_000, "1"), ("b", "", None, "2")]
 
 
 def test_system_rows_in_row_id_order_not_lru_order(cache):
