@@ -56,7 +56,21 @@ typecheck: install
 	@for p in server grammar storage; do ln -sfn ../../../$$p build/typecheck/cubequeue/$$p; done
 	$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage
 
-test: install system-deps lint typecheck hadolint pytest docker-smoke
+test: install system-deps node-deps lint typecheck hadolint pytest node-test docker-smoke
+
+# npm test packages: Cube's own driver and orchestrator (their postinstall fetches native
+# binaries from GitHub, hence --ignore-scripts) and node-postgres.
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json
+
+$(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json
+	npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+
+$(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
+	npm ci --prefix $(PG_NODE_DIR) --no-audit --no-fund --loglevel=error
+
+# Cube's real QueryQueue and cache driver against the server (node's test runner).
+node-test: install system-deps node-deps
+	node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs
 
 hadolint: install
 	$(VENV)/bin/hadolint Dockerfile
@@ -65,7 +79,7 @@ hadolint: install
 docker-smoke: install
 	bash tests/ops/docker_smoke.sh
 
-pytest: install system-deps
+pytest: install system-deps node-deps
 	$(VENV)/bin/pytest -q
 
 bench: install bench-deps
