@@ -89,9 +89,8 @@ class ConnectionRegistry:
         if self._metrics is not None:
             self._metrics.connection_opened(protocol)
         _log.info(
-            "connection opened: id=%d protocol=%s peer=%s user=%s",
-            info.id, protocol, peer, user or "",
-            extra={"conn_id": info.id, "protocol": protocol, "peer": peer, "user": user},
+            "connection opened",
+            extra={"conn_id": info.id, "protocol": protocol, "peer": peer, "user": user or ""},
         )
         return info
 
@@ -107,8 +106,7 @@ class ConnectionRegistry:
             self._metrics.connection_closed(info.protocol)
         seconds = time.monotonic() - info.opened_at
         _log.info(
-            "connection closed: id=%d protocol=%s peer=%s duration=%.3fs",
-            info.id, info.protocol, info.peer, seconds,
+            "connection closed",
             extra={"conn_id": info.id, "protocol": info.protocol, "peer": info.peer,
                    "ms": round(seconds * 1000, 3)},
         )

@@ -191,7 +191,9 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         max_size=config.max_message_size * TRANSPORT_SIZE_HEADROOM,
         max_queue=64,
         create_connection=_CubeConnection,
-        logger=logging.getLogger("cubequeue.ws.transport"),
+        # The library's own per-connection INFO lines would repeat the registry's one line
+        # per connection (with an object repr); outside cubequeue.* it logs warnings only.
+        logger=logging.getLogger("websockets.server"),
     )
     endpoint.start()
     return HttpServer(server, endpoint)
