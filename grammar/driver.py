@@ -28,12 +28,15 @@ from lark.exceptions import UnexpectedToken
 from lark.grammar import Terminal
 from lark.parsers.lalr_analysis import Shift
 
-from cubequeue.grammar.lexer import OPEN, StatementLexer, make_param_token, make_token
+from cubequeue.grammar.lexer import Finisher, StatementLexer, make_param_token, make_token
 from cubequeue.grammar.placeholders import Placeholders
 
 __all__ = ["Driver"]
 
 _new_str = str.__new__
+# markers in Driver._kinds, compared with ``is`` (the dict holds these very objects)
+_TOKEN = 1
+_PARAM = 2
 
 #: a state's action on a symbol: the next state (shift or goto), or a reduction
 _Reduce = tuple[Callable[[list[Any]], Any], int, str]
@@ -61,22 +64,35 @@ class Driver:
         self._start: int = table.start_states[start]
         self._end: int = table.end_states[start]
         self._states = states
-        # Lists indexed by state: faster to index than dicts in the loop below.
+        # Lists indexed by state: faster to index than dicts in the loop below. A
+        # reduction is (callback, -size, rule name): the loop slices with -size.
         self._matchers = [lexer.matchers[state] for state in range(len(states))]
         self._actions: list[dict[str, _Action]] = [
             {
-                symbol: arg if action is Shift else (callbacks[arg], len(arg.expansion), arg.origin.name)
+                symbol: arg
+                if action is Shift
+                else (callbacks[arg], -len(arg.expansion), arg.origin.name)
                 for symbol, (action, arg) in states[state].items()
             }
             for state in range(len(states))
         ]
-        # Terminals some callback reads (a rule keeps them as a child): 1, or 2 for PARAM.
-        self._kept: dict[str, int] = {
-            sym.name: 2 if sym.name == "PARAM" else 1
+        # What the loop does with a match, by group name: nothing for a terminal every
+        # rule filters out (absent), make a Token (_TOKEN) or a ParamToken (_PARAM) for
+        # one some callback reads, or finish a literal whose opening alone matched
+        # (a (terminal, finisher) pair; literal terminals are all read by callbacks).
+        kept = {
+            sym.name
             for rule in lark.rules
             for sym in rule.expansion
             if isinstance(sym, Terminal) and (rule.options.keep_all_tokens or not sym.filter_out)
         }
+        self._kinds: dict[str, int | tuple[str, Finisher]] = {
+            name: _PARAM if name == "PARAM" else _TOKEN for name in kept
+        }
+        for group, (name, finish) in lexer.finishers.items():
+            if name not in kept:
+                raise TypeError(f"literal terminal {name} is filtered out of every rule")
+            self._kinds[group] = (name, finish)
 
     def parse(self, text: str) -> tuple[Any, Placeholders | None]:
         """The start rule's value for ``text``, and its placeholders (if it has any).
@@ -86,8 +102,7 @@ class Driver:
         """
         matchers = self._matchers
         actions = self._actions
-        kept = self._kept
-        finishers = self._finishers
+        kinds = self._kinds
         state = self._start
         stack = [state]
         values: list[Any] = []
@@ -105,15 +120,13 @@ class Driver:
                     break
                 raise self._lexer.error(text, end, state, None, None)
             kind: Any = m.lastgroup
-            literal = finishers.get(kind)
-            if literal is None:
-                value = m.group(kind)
-                pos = m.end()
-            else:  # only the opening of a literal was matched: find its end
-                kind, finish = literal
-                end = finish(text, m.end(), m.group(kind + OPEN))
+            how = kinds.get(kind)
+            if how.__class__ is tuple:  # only the opening of a literal matched: find its end
+                group = kind
+                kind, finish = how
+                end = finish(text, m.end(), m.group(group))
                 if end >= 0:
-                    value = text[m.start(kind + OPEN) : end]
+                    value = text[m.start(group) : end]
                     pos = end
                 else:  # the complete terminal regexes decide, as Lark's lexer would
                     m = self._lexer.exact(state)(text, pos)
@@ -123,26 +136,29 @@ class Driver:
                     kind = m.lastgroup
                     value = m.group(kind)
                     pos = m.end()
+                how = kinds.get(kind)
+            else:
+                value = m.group(kind)
+                pos = m.end()
             last = pos - len(value)
             token: Any = value
-            keep = kept.get(kind)
-            if keep is not None:
-                if keep == 1:
-                    # make_token(), inlined: this is the hottest line of a parse
-                    token = _new_str(Token, value)
-                    token.type = kind
-                    token.value = value
-                    token.start_pos = last
-                    token.end_pos = pos
-                    token.line = token.column = token.end_line = token.end_column = None
-                else:
-                    if placeholders is None:
-                        placeholders = Placeholders()
-                    token = make_param_token(value, last, placeholders)
+            if how is _TOKEN:
+                # make_token(), inlined: this is the hottest line of a parse
+                token = _new_str(Token, value)
+                token.type = kind
+                token.value = value
+                token.start_pos = last
+                token.end_pos = pos
+                token.line = token.column = token.end_line = token.end_column = None
+            elif how is _PARAM:
+                if placeholders is None:
+                    placeholders = Placeholders()
+                token = make_param_token(value, last, placeholders)
             while True:
-                action = actions[state].get(kind)
-                if action is None:
-                    raise self._unexpected(state, make_token(kind, value, last))
+                try:
+                    action = actions[state][kind]
+                except KeyError:
+                    raise self._unexpected(state, make_token(kind, value, last)) from None
                 if action.__class__ is int:
                     state = action
                     push_state(state)
@@ -150,9 +166,9 @@ class Driver:
                     break
                 callback, size, origin = action  # type: ignore[misc]
                 if size:
-                    children = values[-size:]
-                    del stack[-size:]
-                    del values[-size:]
+                    children = values[size:]
+                    del stack[size:]
+                    del values[size:]
                 else:
                     children = []
                 push_value(callback(children))
@@ -161,14 +177,14 @@ class Driver:
         end_state = self._end
         while True:
             state = stack[-1]
-            action = actions[state].get("$END")
-            if action is None or action.__class__ is int:
+            final = actions[state].get("$END")
+            if final is None or final.__class__ is int:
                 raise self._unexpected(state, make_token("$END", "", last))
-            callback, size, origin = action  # type: ignore[misc]
+            callback, size, origin = final  # type: ignore[misc]
             if size:
-                children = values[-size:]
-                del stack[-size:]
-                del values[-size:]
+                children = values[size:]
+                del stack[size:]
+                del values[size:]
             else:
                 children = []
             push_value(callback(children))

@@ -9,11 +9,15 @@ This lexer keeps Lark's contextual behaviour exactly and does the work in one
 
 * per LALR state, the terminals that state accepts, in Lark's own precedence order
   (priority, then longest possible match, then pattern length, then name), joined as
-  named alternatives, as Lark's ``Scanner`` does;
+  named alternatives, as Lark's ``Scanner`` does (the *exact* regex of the state);
 * the ignored terminals (whitespace and comments) folded in front as one possessive
   ``(?:WS|LINE_COMMENT|BLOCK_COMMENT)*+``, so they never become tokens. That is the same
   as Lark's alternation because no kept terminal of the grammar can match where an
   ignored one starts (none begins with white space, ``--`` or ``/*``);
+* the *fast* regex of a state, which :class:`~cubequeue.grammar.driver.Driver` uses,
+  matches a short quoted literal whole but a long one only up to its opening; the end
+  is then found with ``str.find`` (:data:`_DELIMITED`), and whenever that cannot decide
+  (a backslash, no closing quote) the exact regex is matched instead;
 * tokens carry ``type``, ``value``, ``start_pos`` and ``end_pos``; ``line`` and
   ``column`` are left ``None`` (``diagnostics.py`` works them out from the text for
   messages; only the error tokens this lexer raises get them);
