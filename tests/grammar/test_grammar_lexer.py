@@ -264,3 +264,12 @@ def test_every_literal_terminal_takes_the_fast_path() -> None:
 def test_errors_carry_lark_types() -> None:
     with pytest.raises(UnexpectedInput):
         DRIVER.parse("QUEUE ADD p 'unterminated")
+
+
+def test_every_rule_but_the_inlined_start_has_a_builder_method() -> None:
+    """So Lark's default callback, which builds a Tree, is never reached (no tree kept)."""
+    names = {rule.origin.name for rule in OURS.rules}
+    missing = {name for name in names if not callable(getattr(CommandBuilder, str(name), None))}
+    assert missing == {"start"}
+    start_rules = [rule for rule in OURS.rules if rule.origin.name == "start"]
+    assert all(rule.options.expand1 for rule in start_rules)  # `?start`: its one child
