@@ -15,7 +15,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     CUBEQUEUE_HOST=0.0.0.0
 COPY --from=build /dist/ /tmp/dist/
+# Importing the grammar once stores its built parser next to it (fast start as non-root).
 RUN pip install --no-cache-dir /tmp/dist/*.whl \
+    && python -c "import cubequeue.grammar" \
     && rm -rf /tmp/dist \
     && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin cubequeue
 USER 10001:10001
