@@ -10,6 +10,7 @@ connection (postgres-wire.md §1 "Errors").
 from __future__ import annotations
 
 from cubequeue.server.pgwire import messages as m
+from cubequeue.server.sql.errors import UndefinedParameter
 from cubequeue.storage.errors import QueueError
 
 __all__ = [
@@ -32,10 +33,6 @@ class DuplicatePreparedStatement(QueueError, sqlstate="42P05"):
 
 class DuplicateCursor(QueueError, sqlstate="42P03"):
     """Bind to a named portal that already exists."""
-
-
-class UndefinedParameter(QueueError, sqlstate="42P02"):
-    """A ``$n`` placeholder in a simple Query, which has no way to supply values."""
 
 
 def error_response(exc: QueueError, severity: str = "ERROR") -> m.ErrorResponse:
