@@ -1,0 +1,224 @@
+"""The wire floor: pgbench driving one statement per transaction (issue 7).
+
+``pgbench -n -f script -M simple|extended|prepared -c 1|16 -T seconds`` against
+cubequeue (``SELECT 1``, ``QUEUE ADD``, ``QUEUE RETRIEVE``, ``QUEUE ACK``,
+``CACHE GET``) and against PostgreSQL (``SELECT 1``, and the single statements its queue
+would run instead: an INSERT for ADD, an UPDATE for the claim, a primary-key SELECT for
+CACHE GET). Reported: tps and the server's CPU µs per statement (whole process tree,
+``cpu.py``), so pgbench's own CPU on the same machine does not count.
+
+Placeholders. pgbench turns every ``:name`` of a script into ``$n`` in extended and
+prepared mode, even inside quotes, and substitutes the value as text in simple mode; a
+``:`` directly followed by a letter or digit always starts a variable. Hence:
+
+* paths are bare numbers (prefix ``""``), written ``':k'`` in simple mode (the value is
+  pasted inside the quotes) and ``:k`` otherwise (bound as a text parameter, which the
+  key slot reads as a path, dialect doc §8 rule 5);
+* ACK takes the queue id: ``:k`` in simple mode (a number literal), ``:k::int8`` in the
+  others (the cast makes the bound text an id);
+* JSON payloads keep a space after every ``:`` so pgbench leaves them alone.
+
+Each transaction picks a random key (``\\set k random(lo, hi)``) from a pool filled
+before the runs, so later RETRIEVEs and ACKs may find their item already claimed or
+gone; the hit rate is reported next to the numbers. Nothing ACKs the RETRIEVEd items,
+so each RETRIEVE run starts after ``QUEUE PURGE ACTIVE ''`` (every RETRIEVE answers with
+the prefix's whole active-key list, which grows during the run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import asyncpg
+
+from bench.cpu import tree_cpu_s
+from bench.peers import Peer
+
+__all__ = ["MODES", "WireRun", "Workload", "cubequeue_workloads", "postgres_workloads",
+           "run_pgbench"]  # fmt: skip
+
+PGBENCH = "/usr/bin/pgbench"
+MODES = ("simple", "extended", "prepared")
+CLIENTS = (1, 16)
+POOL = 60_000
+CACHE_KEYS = 10_000
+PAYLOAD = json.dumps({"queryKey": ["SELECT sum(amount) FROM orders GROUP BY 1", []],
+                      "external": None, "requestId": "wire-floor", "pad": "p" * 180})  # fmt: skip
+RESULT = json.dumps({"rows": [{"n": 1}], "pad": "r" * 900})
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One statement; ``simple`` and ``bound`` are the two spellings (see module doc)."""
+
+    system: str
+    name: str
+    simple: str
+    bound: str
+    lo: int = 0
+    hi: int = 0
+    #: statements whose pool is consumed report a hit rate
+    hits_sql: str = ""
+
+    def script(self, mode: str) -> str:
+        body = self.simple if mode == "simple" else self.bound
+        head = f"\\set k random({self.lo}, {self.hi})\n" if self.hi else ""
+        return head + body + "\n"
+
+
+@dataclass(slots=True)
+class WireRun:
+    system: str
+    name: str
+    mode: str
+    clients: int
+    seconds: float
+    transactions: int
+    tps: float
+    server_cpu_s: float
+    hits: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and self.transactions > 0
+
+    @property
+    def us_per_statement(self) -> float:
+        return self.server_cpu_s / self.transactions * 1e6 if self.transactions else 0.0
+
+
+def _q(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+async def _cubequeue_fill(dsn: str) -> tuple[int, int]:
+    """Pending items ``r1..rN`` (RETRIEVE), items to ACK, cache keys; returns the ACK id range."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        await conn.executemany("QUEUE ADD PRIORITY 1 $1 $2",
+                               [(str(i), PAYLOAD) for i in range(1, POOL + 1)])  # fmt: skip
+        first = await conn.fetchrow("QUEUE ADD PRIORITY 1 'ack:0' $1", PAYLOAD)
+        await conn.executemany("QUEUE ADD PRIORITY 1 $1 $2",
+                               [(f"ack:{i}", PAYLOAD) for i in range(1, POOL)])  # fmt: skip
+        await conn.executemany("CACHE SET $1 $2",
+                               [(str(i), RESULT) for i in range(1, CACHE_KEYS + 1)])  # fmt: skip
+        lo = int(first[0])
+        return lo, lo + POOL - 1
+    finally:
+        await conn.close()
+
+
+def cubequeue_workloads(dsn: str) -> list[Workload]:
+    ack_lo, ack_hi = asyncio.run(_cubequeue_fill(dsn))
+    p = _q(PAYLOAD)
+    r = _q(RESULT)
+    add_lo, add_hi = 10**9, 2 * 10**9
+    return [
+        Workload("cubequeue", "SELECT 1", "SELECT 1", "SELECT 1"),
+        Workload("cubequeue", "QUEUE ADD", f"QUEUE ADD PRIORITY 1 ':k' {p}",
+                 f"QUEUE ADD PRIORITY 1 :k {p}", add_lo, add_hi),
+        Workload("cubequeue", "QUEUE RETRIEVE",
+                 "QUEUE RETRIEVE EXTENDED CONCURRENCY 1000000000 ':k'",
+                 "QUEUE RETRIEVE EXTENDED CONCURRENCY 1000000000 :k", 1, POOL,
+                 hits_sql="active"),
+        Workload("cubequeue", "QUEUE ACK", f"QUEUE ACK :k {r}", f"QUEUE ACK :k::int8 {r}",
+                 ack_lo, ack_hi, hits_sql="acked"),
+        Workload("cubequeue", "CACHE GET", "CACHE GET ':k'", "CACHE GET :k", 1, CACHE_KEYS),
+    ]  # fmt: skip
+
+
+PG_WIRE_SCHEMA = f"""
+DROP TABLE IF EXISTS wire_item, wire_cache;
+CREATE TABLE wire_item (
+    path text PRIMARY KEY, priority int NOT NULL, active boolean NOT NULL DEFAULT false,
+    heartbeat timestamptz, payload text NOT NULL
+) WITH (fillfactor = 70);
+INSERT INTO wire_item (path, priority, payload)
+SELECT g::text, 1, {_q(PAYLOAD)} FROM generate_series(1, {POOL}) g;
+CREATE TABLE wire_cache (key text PRIMARY KEY, value text NOT NULL);
+INSERT INTO wire_cache SELECT g::text, {_q(RESULT)} FROM generate_series(1, {CACHE_KEYS}) g;
+"""
+
+
+async def _pg_fill(dsn: str) -> None:
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute(PG_WIRE_SCHEMA)
+        await conn.execute("VACUUM ANALYZE wire_item, wire_cache")
+    finally:
+        await conn.close()
+
+
+def postgres_workloads(dsn: str) -> list[Workload]:
+    asyncio.run(_pg_fill(dsn))
+    p = _q(PAYLOAD)
+    return [
+        Workload("postgres", "SELECT 1", "SELECT 1", "SELECT 1"),
+        Workload("postgres", "INSERT (≈ QUEUE ADD)",
+                 f"INSERT INTO wire_item (path, priority, payload) VALUES (':k', 1, {p}) "
+                 "ON CONFLICT (path) DO NOTHING",
+                 f"INSERT INTO wire_item (path, priority, payload) VALUES (:k, 1, {p}) "
+                 "ON CONFLICT (path) DO NOTHING", 10**9, 2 * 10**9),
+        Workload("postgres", "UPDATE (≈ QUEUE RETRIEVE)",
+                 "UPDATE wire_item SET active = true, heartbeat = now() WHERE path = ':k'",
+                 "UPDATE wire_item SET active = true, heartbeat = now() WHERE path = :k",
+                 1, POOL),
+        Workload("postgres", "SELECT by key (≈ CACHE GET)",
+                 "SELECT value FROM wire_cache WHERE key = ':k'",
+                 "SELECT value FROM wire_cache WHERE key = :k", 1, CACHE_KEYS),
+    ]  # fmt: skip
+
+
+async def _cubequeue_counts(dsn: str, purge_active: bool = False) -> tuple[int, int]:
+    """(active items in prefix "", items left under prefix "ack")."""
+    conn = await asyncpg.connect(dsn, statement_cache_size=0)
+    try:
+        if purge_active:
+            await conn.execute("QUEUE PURGE ACTIVE ''")
+        rows = await conn.fetch("SELECT prefix, pending, active FROM system.queue_prefixes")
+        by = {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        return by.get("", (0, 0))[1], sum(by.get("ack", (0, 0)))
+    finally:
+        await conn.close()
+
+
+_TX_RE = re.compile(r"number of transactions actually processed: (\d+)")
+_TPS_RE = re.compile(r"tps = ([\d.]+) \(without initial connection time\)")
+
+
+def run_pgbench(peer: Peer, w: Workload, mode: str, clients: int, seconds: int) -> WireRun:
+    user, db = ("bench", "postgres") if peer.name == "postgres" else ("cube", "cube")
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as fh:
+        fh.write(w.script(mode))
+        script = Path(fh.name)
+    cmd = [PGBENCH, "-n", "-f", str(script), "-M", mode, "-c", str(clients),
+           "-j", str(min(clients, 2)), "-T", str(seconds), "-h", "127.0.0.1",
+           "-p", str(peer.port), "-U", user, db]  # fmt: skip
+    # RETRIEVE answers with every active key of the prefix (dialect §3.3), and nothing
+    # ACKs here: start each run with no active items so runs stay comparable
+    purge = w.hits_sql == "active"
+    before = asyncio.run(_cubequeue_counts(peer.dsn, purge)) if w.hits_sql else None
+    cpu0, t0 = tree_cpu_s(peer.pid), time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    wall, cpu = time.perf_counter() - t0, tree_cpu_s(peer.pid) - cpu0
+    script.unlink(missing_ok=True)
+    out = proc.stdout + proc.stderr
+    tx = int(m.group(1)) if (m := _TX_RE.search(out)) else 0
+    tps = float(m.group(1)) if (m := _TPS_RE.search(out)) else 0.0
+    run = WireRun(peer.name, w.name, mode, clients, wall, tx, tps, cpu)
+    if proc.returncode != 0 or "aborted" in out or "error" in out.lower():
+        lines = [ln for ln in out.splitlines() if "error" in ln.lower() or "abort" in ln]
+        run.errors.append("; ".join(lines[:3]) or f"pgbench exit {proc.returncode}")
+    if before is not None and tx:
+        after = asyncio.run(_cubequeue_counts(peer.dsn))
+        done = after[0] - before[0] if w.hits_sql == "active" else before[1] - after[1]
+        run.hits = done / tx
+    return run
