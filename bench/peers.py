@@ -193,7 +193,9 @@ def start_postgres() -> Peer:
     )  # fmt: skip
     log.close()
     out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True)
-    peer = Peer("postgres", port, proc, workdir, out.stdout.strip().split()[-1])
+    # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)" → "15.18"
+    words = out.stdout.split()
+    peer = Peer("postgres", port, proc, workdir, words[2] if len(words) > 2 else out.stdout)
 
     def ready() -> bool:
         pidfile = data / "postmaster.pid"
