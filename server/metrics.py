@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -158,6 +158,7 @@ class Metrics:
             self._connections.labels(protocol)
             self._connections_total.labels(protocol)
         self._command_names: set[str] = set()
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
         self.registry.register(_StoreCollector(store))
 
@@ -169,9 +170,16 @@ class Metrics:
         self._connections.labels(protocol).dec()
 
     def observe_command(self, name: str, outcome: str, seconds: float) -> None:
-        command = self._command_label(name)
-        self._commands.labels(command, outcome).inc()
-        self._latency.labels(command).observe(seconds)
+        # Runs for every command: resolve the labelled children once per (name, outcome)
+        # instead of calling labels() (a locked dict lookup and tuple build) each time.
+        children = self._children.get((name, outcome))
+        if children is None:
+            command = self._command_label(name)
+            children = (self._commands.labels(command, outcome), self._latency.labels(command))
+            if len(self._children) < MAX_COMMAND_LABELS * 8:
+                self._children[(name, outcome)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def _command_label(self, name: str) -> str:
         if name in self._command_names:
