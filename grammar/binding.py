@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cubequeue.grammar.commands import Command, Param, Slot
-from cubequeue.grammar.lexical import check_int
+from cubequeue.grammar.lexical import INT_RANGES, check_int
 from cubequeue.storage.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
@@ -78,19 +78,110 @@ def param_slots(cmd: Command) -> list[Param]:
     return [by_index[i] for i in sorted(by_index)]
 
 
+# -- bind: a precomputed plan per statement template ---------------------------------------
+#
+# A prepared statement's template is bound once per Bind message, so its shape is worked
+# out once: which fields take which value, and how each is checked. Binding then writes
+# the fields straight into a new instance through the slot descriptors (what the frozen
+# dataclass's own ``__init__`` does, minus the keyword-argument machinery); a command
+# class has no ``__post_init__``, so the result equals ``dataclasses.replace``'s.
+
+#: fast-path kinds; anything the fast path does not take goes through :func:`_convert`
+_TEXT = 0  # TEXT and RESULT slots: a ``str`` is taken as is
+_INT = 1  # INT8 slots, and KEY slots with an integer cast: an ``int`` within range
+_KEY = 2  # KEY slots without an integer cast: a ``str`` (path) or an ``int`` id within range
+
+_Setter = Callable[[Command, object], None]
+#: (setter, kind, 0-based value index, param, field name, lowest, highest)
+_ParamStep = tuple[_Setter, int, int, Param, str, int, int]
+
+
+class _Plan:
+    __slots__ = ("cls", "consts", "params", "required", "template")
+
+    def __init__(self, template: Command) -> None:
+        cls = type(template)
+        self.template = template
+        self.cls = cls
+        consts: list[tuple[_Setter, object]] = []
+        params: list[_ParamStep] = []
+        for name in _field_names(cls):
+            value = getattr(template, name)
+            setter = _setter(cls, name)
+            if not isinstance(value, Param):
+                consts.append((setter, value))
+                continue
+            if value.slot is Slot.KEY:
+                kind, range_name = (_INT if value.cast in INTEGER_CASTS else _KEY), "id"
+            elif value.slot is Slot.INT8:
+                kind, range_name = _INT, _INT_FIELD_NAMES.get(name, "")
+            else:
+                kind, range_name = _TEXT, ""
+            lo, hi = INT_RANGES.get(range_name, (0, -1))  # an empty range: always checked
+            params.append((setter, kind, value.index - 1, value, name, lo, hi))
+        self.consts = tuple(consts)
+        self.params = tuple(params)
+        self.required = max((p.index for _, _, _, p, _, _, _ in params), default=0)
+
+
+def _setter(cls: type[Command], name: str) -> _Setter:
+    """The slot descriptor's ``__set__`` for ``name`` (frozen classes refuse setattr)."""
+    for klass in cls.__mro__:
+        descriptor = klass.__dict__.get(name)
+        if descriptor is not None and hasattr(descriptor, "__set__"):
+            setter: _Setter = descriptor.__set__
+            return setter
+    raise TypeError(f"{cls.__name__}.{name} is not a slot")  # pragma: no cover - our bug
+
+
+#: id(template) → plan; the plan holds the template, so the id is not reused meanwhile
+_PLANS: dict[int, _Plan] = {}
+#: templates come from the parse cache (bounded), so this is rarely reached
+_MAX_PLANS = 4096
+
+
+def _new_plan(cmd: Command) -> _Plan:
+    if len(_PLANS) >= _MAX_PLANS:
+        _PLANS.clear()
+    plan = _PLANS[id(cmd)] = _Plan(cmd)
+    return plan
+
+
 def bind(cmd: Command, values: Sequence[BindValue]) -> Command:
     """``cmd`` with every placeholder replaced by its value (see the module docstring)."""
-    params = _params(cmd)
-    required = max((p.index for _, p in params), default=0)
+    plan = _PLANS.get(id(cmd))
+    if plan is None or plan.template is not cmd:
+        plan = _new_plan(cmd)
+    required = plan.required
     if len(values) != required:
         raise ProtocolViolation(
             f'bind message supplies {len(values)} parameters, but prepared statement "" '
             f"requires {required}"
         )
-    if not params:
+    if not required:
         return cmd
-    changes = {name: _convert(name, p, values[p.index - 1]) for name, p in params}
-    return dataclasses.replace(cmd, **changes)
+    out = _new(plan.cls)
+    for setter, const in plan.consts:
+        setter(out, const)
+    for setter, kind, i, param, name, lo, hi in plan.params:
+        value: Any = values[i]
+        kind_of = type(value)
+        if kind_of is str:
+            if kind == _INT:  # an integer as text: plain ASCII digits are the usual case
+                if value.isdigit() and value.isascii() and int(value) <= hi:
+                    value = int(value)
+                else:
+                    value = _convert(name, param, value)
+        elif kind_of is int and kind != _TEXT:
+            if not lo <= value <= hi:
+                value = _convert(name, param, value)
+        else:
+            value = _convert(name, param, value)
+        setter(out, value)
+    return out
+
+
+_new = object.__new__
 
 
 def _convert(field: str, param: Param, value: BindValue) -> Any:

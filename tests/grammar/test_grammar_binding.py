@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cubequeue.grammar import Param, Slot, bind, param_slots, parse
+from cubequeue.grammar.binding import _convert, _field_names
 from cubequeue.grammar.commands import QueueAck, QueueAdd, QueueGet, QueueRetrieve, QueueToCancel
 from cubequeue.storage.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
     ProtocolViolation,
+    QueueError,
 )
 
 
@@ -99,3 +105,75 @@ def test_to_cancel_names_in_range_errors():
 def test_bind_without_params_returns_the_command():
     cmd = parse("QUEUE TRUNCATE")
     assert bind(cmd, []) is cmd
+
+
+# -- the precomputed bind plan (fast paths) must agree with the general conversion -----
+
+_TEMPLATES = [
+    "QUEUE ADD PRIORITY $1 ORPHANED $2 EXTERNAL_ID $3 $4 $5",
+    "QUEUE ADD_AND_RETRIEVE PRIORITY $1 $2 $3 $4",
+    "QUEUE RETRIEVE EXTENDED CONCURRENCY $1 $2",
+    "QUEUE ACK $1 $2",
+    "QUEUE ACK $1::int8 $2",
+    "QUEUE GET $1::smallint",
+    "QUEUE RESULT_BLOCKING $1 $2",
+    "QUEUE TO_CANCEL $1 $2 $3",
+    "CACHE SET TTL $1 $2 $3",
+    "SYS CLOCK ADVANCE $1",
+]
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**65),
+    st.sampled_from([0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -1]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+    st.sampled_from(["0", "7", "007", " 7 ", "+7", "-7", "4294967296", "18446744073709551616",
+                     "p:1", "", "²", "١٢"]),
+)
+
+
+def _reference_bind(cmd, values):
+    """The general path: dataclasses.replace with every field through ``_convert``."""
+    changes = {}
+    for name in _field_names(type(cmd)):
+        param = getattr(cmd, name)
+        if isinstance(param, Param):
+            changes[name] = _convert(name, param, values[param.index - 1])
+    return dataclasses.replace(cmd, **changes)
+
+
+def _outcome(fn, cmd, values):
+    try:
+        return ("ok", fn(cmd, values))
+    except QueueError as exc:
+        return (type(exc), exc.message)
+
+
+@settings(deadline=None, max_examples=400)
+@given(template=st.sampled_from(_TEMPLATES), values=st.lists(_VALUES, min_size=5, max_size=5))
+def test_bind_plan_agrees_with_the_general_conversion(template, values):
+    cmd = parse(template)
+    values = values[: len(param_slots(cmd))]
+    expected = _outcome(_reference_bind, cmd, values)
+    assert _outcome(bind, cmd, values) == expected
+    assert _outcome(bind, cmd, values) == expected  # the cached plan gives the same
+
+
+def test_bind_plan_per_template_object():
+    # equal but distinct templates, and a template bound after another with its id
+    first = parse("QUEUE ACK $1 $2")
+    second = QueueAck(key=Param(1, Slot.KEY), result=Param(2, Slot.RESULT))
+    assert bind(first, ["p:1", "r"]) == bind(second, ["p:1", "r"]) == QueueAck(key="p:1", result="r")
+    other = parse("QUEUE GET $1")
+    assert bind(other, [3]) == QueueGet(key=3)
+    assert bind(first, [4, None]) == QueueAck(key=4, result=None)
+
+
+def test_bound_command_is_frozen_and_hashable():
+    bound = bind(parse("QUEUE ADD PRIORITY $1 $2 $3"), [1, "p:1", "v"])
+    assert bound == QueueAdd(path="p:1", payload="v", priority=1)
+    assert hash(bound) == hash(QueueAdd(path="p:1", payload="v", priority=1))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bound.path = "x"  # type: ignore[misc]
