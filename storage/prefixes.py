@@ -4,7 +4,11 @@ Prefix matching in Cube Store is exact equality (dialect doc §2.1), so every qu
 (LIST, RETRIEVE's counts, TO_CANCEL) reads one prefix. Each :class:`PrefixState` keeps:
 
 * ``pending``: a SortedList of ranks (-priority, created, id), LIST/PENDING order (§3.9);
-* ``active``: a SortedDict id → item (ACTIVE order and RETRIEVE's key list, §3.3);
+* ``active``: a SortedDict id → item (ACTIVE order and RETRIEVE's key list, §3.3), with
+  the active keys by id and their comma-joined text (:meth:`PrefixState.active_text`),
+  kept as the set changes: appending a claim with the highest id, or dropping the lowest
+  or highest id, edits the text; anything else marks it stale, and the next RETRIEVE
+  joins it again in C (no per-item Python work), instead of on every call;
 * ``heartbeats``: a SortedList of (heartbeat, id) over active items, for STALLED and
   ``max_heartbeat_age_ms``;
 * ``by_created``: a SortedList of (created, id) over pending items, for ORPHANED and
@@ -31,6 +35,8 @@ __all__ = ["PrefixState", "Prefixes"]
 
 class PrefixState:
     __slots__ = (
+        "_active_text",
+        "_keys",
         "active",
         "by_created",
         "by_orphaned",
@@ -46,6 +52,10 @@ class PrefixState:
         self.prefix = prefix
         self.pending = SortedList()
         self.active = SortedDict()
+        #: id → key of every active item; ``_active_text`` is their comma-joined text in
+        #: id order, or None when stale (it is meaningless while nothing is active)
+        self._keys: dict[int, str] = {}
+        self._active_text: str | None = None
         self.heartbeats = SortedList()
         self.by_created = SortedList()
         self.by_orphaned = SortedList()
@@ -83,13 +93,27 @@ class PrefixState:
         if item.orphaned is not None:
             self.by_orphaned.remove(pack(item.orphaned, item.id))
 
-    def activate(self, item: Item, now: int) -> None:
-        """pending → active; the claim sets the heartbeat (§3.3 step 8)."""
+    def activate(self, item: Item, now: int) -> str:
+        """pending → active; the claim sets the heartbeat (§3.3 step 8).
+
+        Returns the claim's ``active`` column: the keys active before, in id order, with
+        the claimed key appended **last** (§3.3 step 8, §8 rule 1).
+        """
+        before = self.active_text()
+        key = item.key
+        claimed = key if before is None else f"{before},{key}"
+        active = self.active
+        if before is None or item.id > active.peekitem(-1)[0]:
+            self._active_text = claimed  # the claim sorts last: the answer is the new text
+        else:
+            self._active_text = None
         self._drop_pending(item)
         item.activated = now
         item.heartbeat = now
-        self.active[item.id] = item
+        active[item.id] = item
+        self._keys[item.id] = key
         self.heartbeats.add(pack(now, item.id))
+        return claimed
 
     def beat(self, item: Item, now: int) -> None:
         if item.activated is not None and item.heartbeat is not None:
@@ -101,14 +125,37 @@ class PrefixState:
         if item.activated is None:
             self._drop_pending(item)
         else:
+            self._drop_active_key(item.id)
             del self.active[item.id]
             if item.heartbeat is not None:
                 self.heartbeats.remove(pack(item.heartbeat, item.id))
 
+    def _drop_active_key(self, id_: int) -> None:
+        """Keep the active text current when the lowest or highest id leaves (an item's
+        key is unique in its prefix, so its length says exactly where it ends)."""
+        key = self._keys.pop(id_)
+        text = self._active_text
+        if text is None or len(self._keys) == 0:
+            return
+        active = self.active
+        if id_ == active.peekitem(-1)[0]:
+            self._active_text = text[: len(text) - len(key) - 1]
+        elif id_ == active.peekitem(0)[0]:
+            self._active_text = text[len(key) + 1 :]
+        else:
+            self._active_text = None
+
     # -- views ------------------------------------------------------------------------
 
-    def active_keys(self) -> list[str]:
-        return [item.key for item in self.active.values()]
+    def active_text(self) -> str | None:
+        """The keys of the active items in ascending id order joined by ``,``, or None
+        when none is active (RETRIEVE's and ADD_AND_RETRIEVE's ``active``, §3.3 step 3)."""
+        if not self._keys:
+            return None
+        text = self._active_text
+        if text is None:
+            text = self._active_text = ",".join(map(self._keys.__getitem__, self.active))
+        return text
 
     def pending_ids(self) -> Iterator[int]:
         """Pending ids in LIST/PENDING order (priority desc, created asc, id asc)."""

@@ -65,10 +65,6 @@ def _rust_option(value: str | None) -> str:
     return f'Some("{escaped}")'
 
 
-def _joined(keys: list[str]) -> str | None:
-    return ",".join(keys) if keys else None
-
-
 class QueueCommands:
     __slots__ = ("_limits", "_q")
 
@@ -157,18 +153,16 @@ class QueueCommands:
         item, added = self._add(cmd, process_id, now)
         state = self._q.prefixes.ensure(item.prefix)
         state.last_concurrency = concurrency
-        keys = state.active_keys()
         claim = (
             not item.active
             and (not item.exclusive or item.process_id == process_id)
             and state.active_count + state.pending_count - 1 < concurrency
         )
         if not claim:
-            row: Row = (str(item.id), added, state.pending_count, _joined(keys), None, None)
+            row: Row = (str(item.id), added, state.pending_count, state.active_text(), None, None)
             return ResultSet(cmd.RESULT_COLUMNS, [row])
-        state.activate(item, now)
-        keys.append(item.key)
-        row = (str(item.id), added, state.pending_count, ",".join(keys), item.payload, item.extra)
+        active = state.activate(item, now)
+        row = (str(item.id), added, state.pending_count, active, item.payload, item.extra)
         return ResultSet(cmd.RESULT_COLUMNS, [row])
 
     def queue_retrieve(self, cmd: QueueRetrieve, process_id: str | None, now: int) -> ResultSet:
@@ -177,9 +171,8 @@ class QueueCommands:
         concurrency = bound.num(cmd.concurrency)
         state = self._q.prefixes.get(path_prefix(path))
         pending = 0 if state is None else state.pending_count
-        keys = [] if state is None else state.active_keys()
         claimed: Item | None = None
-        if len(keys) < concurrency:
+        if (0 if state is None else state.active_count) < concurrency:
             item = self._q.by_path(path)
             if item is not None and not item.active:
                 if not item.exclusive:
@@ -193,10 +186,10 @@ class QueueCommands:
         if claimed is None or state is None:
             if not cmd.extended:
                 return ResultSet(cmd.RESULT_COLUMNS, [])
-            return ResultSet(cmd.RESULT_COLUMNS, [(None, None, pending, _joined(keys), None)])
-        state.activate(claimed, now)
-        keys.append(claimed.key)
-        row = (claimed.payload, claimed.extra, pending - 1, ",".join(keys), str(claimed.id))
+            active = None if state is None else state.active_text()
+            return ResultSet(cmd.RESULT_COLUMNS, [(None, None, pending, active, None)])
+        active = state.activate(claimed, now)
+        row = (claimed.payload, claimed.extra, pending - 1, active, str(claimed.id))
         return ResultSet(cmd.RESULT_COLUMNS, [row])
 
     def queue_ack(self, cmd: QueueAck, process_id: str | None, now: int) -> ResultSet:
