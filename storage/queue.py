@@ -27,6 +27,9 @@ from cubequeue.storage.queue_results import Result, Results, Waiters
 
 __all__ = ["QueueState"]
 
+#: a sweep instant no clock reaches (ms since the epoch, far beyond any i64 expiry)
+_NEVER = 1 << 64
+
 
 class QueueState:
     __slots__ = (
@@ -34,6 +37,7 @@ class QueueState:
         "_by_path",
         "_item_expiry",
         "_next_id",
+        "_next_sweep",
         "_on_departure",
         "_result_expiry",
         "after",
@@ -59,6 +63,9 @@ class QueueState:
         # so in one heap every result would sift up past the items (O(log n) cache misses)
         self._item_expiry = ExpiryHeap()
         self._result_expiry = ExpiryHeap()
+        #: no heap entry is due before this instant, so :meth:`sweep` returns at once
+        #: until then (never later than the true earliest due; earlier only costs a look)
+        self._next_sweep = _NEVER
         self._next_id = 1
         self._on_departure = on_departure
         #: post-commit effects of the current step, run by the store
@@ -130,6 +137,8 @@ class QueueState:
         self._by_path[path] = item
         state.add_pending(item)
         self._item_expiry.push(expire, ITEM, item.id)
+        if expire < self._next_sweep:
+            self._next_sweep = expire
         return item, state
 
     def depart(self, item: Item, reason: Reason, now: int, *, early: bool = True) -> None:
@@ -152,7 +161,10 @@ class QueueState:
         self.results.add(result)
         self.prefixes.ensure(result.prefix).results += 1
         # due one ms after expire: results are readable while expire >= now (§2.7)
-        self._result_expiry.push(result.expire + 1, RESULT, result.id)
+        due = result.expire + 1
+        self._result_expiry.push(due, RESULT, result.id)
+        if due < self._next_sweep:
+            self._next_sweep = due
 
     def remove_result(self, result: Result, *, early: bool = True) -> None:
         self.results.remove(result)
@@ -170,6 +182,17 @@ class QueueState:
 
     def sweep(self, now: int) -> None:
         """Drop every item and result due at ``now`` (§8 rule 9); O(1) when none is."""
+        if now < self._next_sweep:
+            return
+        self._sweep(now)
+        item_due = self._item_expiry.next_due()
+        result_due = self._result_expiry.next_due()
+        self._next_sweep = min(
+            _NEVER if item_due is None else item_due,
+            _NEVER if result_due is None else result_due,
+        )
+
+    def _sweep(self, now: int) -> None:
         dead = 0
         for _, id_ in self._item_expiry.pop_due(now):
             item = self._by_id.get(id_)
@@ -203,3 +226,4 @@ class QueueState:
         self.prefixes.clear()
         self._item_expiry.clear()
         self._result_expiry.clear()
+        self._next_sweep = _NEVER

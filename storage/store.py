@@ -150,15 +150,20 @@ class Store:
             if isinstance(cmd, QueueResultBlocking):
                 raise InternalError("QUEUE RESULT_BLOCKING goes through Store.result_blocking")
             raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
-        now = self._begin()
-        swept = len(self._queue.after)  # the sweep's departures happen whatever follows
+        # _begin and _commit inlined: this is every statement's path (bench/RESULTS.md)
+        queue = self._queue
+        now = self.clock()
+        queue.sweep(now)
+        after = queue.after
+        swept = len(after)  # the sweep's departures happen whatever follows
         try:
             result = handler(cmd, process_id, now)
         except BaseException:
-            del self._queue.after[swept:]
+            del after[swept:]
             self._commit()
             raise
-        self._commit()
+        if after:
+            self._commit()
         return result
 
     def result_blocking(
