@@ -45,14 +45,12 @@ DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 _I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")
 _U32 = struct.Struct("!I")
-_HEADER = struct.Struct("!ci")
 pack_int2: Final = _I16.pack
 pack_int4: Final = _I32.pack
 pack_uint4: Final = _U32.pack
 _unpack_i16 = _I16.unpack_from
 _unpack_i32 = _I32.unpack_from
 _unpack_u32 = _U32.unpack_from
-_unpack_header = _HEADER.unpack_from
 
 
 class FramingError(ProtocolViolation):
@@ -205,7 +203,6 @@ _READERS: dict[int, Callable[[_Reader], m.FrontendMessage]] = {
     ord("p"): _rest(m.PasswordMessage),
     ord("F"): _rest(m.FunctionCall),
 }
-_BODYLESS: Final = frozenset(ord(c) for c in "SHXc")
 
 
 def _startup(body: bytes) -> m.FrontendMessage:
@@ -231,13 +228,142 @@ def _startup(body: bytes) -> m.FrontendMessage:
     return m.StartupMessage(code & 0xFFFFFFFF, tuple(params))
 
 
-class Decoder:
-    """Incremental frontend-message decoder (h11's ``receive_data`` + ``next_event``)."""
+# --- fast readers for the hot messages ----------------------------------------------------
+#
+# The extended protocol sends Bind/Describe/Execute/Sync for every statement, so these
+# read their body with ``find``/``unpack_from`` on the body itself instead of going through
+# a :class:`_Reader`. Anything unusual (a missing terminator, a bad count, bad UTF-8,
+# trailing bytes) raises ``_Slow`` or a builtin error, and the message is read again by
+# the checked reader above, which raises the exact :class:`FramingError`.
 
-    __slots__ = ("_buf", "expect_startup", "max_message_size")
+
+class _Slow(Exception):
+    """The fast reader met something it does not check; the checked reader decides."""
+
+
+_FAST_ERRORS: Final = (_Slow, ValueError, IndexError, struct.error)
+_H_FORMATS: Final = {n: struct.Struct(f"!{n}h") for n in range(1, 17)}
+
+
+def _fast_codes(body: bytes, pos: int) -> tuple[tuple[int, ...], int]:
+    (n,) = _unpack_i16(body, pos)
+    pos += 2
+    if n == 0:
+        return (), pos
+    if n == 1:
+        (code,) = _unpack_i16(body, pos)
+        return (code,), pos + 2
+    if n < 0:
+        raise _Slow
+    fmt = _H_FORMATS.get(n) or struct.Struct(f"!{n}h")
+    return fmt.unpack_from(body, pos), pos + 2 * n
+
+
+def _fast_bind(body: bytes) -> m.Bind:
+    end = body.index(0)
+    portal = body[:end].decode("utf-8") if end else ""
+    pos = body.index(0, end + 1)
+    statement = body[end + 1 : pos].decode("utf-8") if pos > end + 1 else ""
+    formats, pos = _fast_codes(body, pos + 1)
+    (count,) = _unpack_i16(body, pos)
+    pos += 2
+    if count < 0:
+        raise _Slow
+    params: list[bytes | None] = []
+    append = params.append
+    for _ in range(count):
+        (size,) = _unpack_i32(body, pos)
+        pos += 4
+        if size == -1:
+            append(None)
+            continue
+        if size < -1 or pos + size > len(body):
+            raise _Slow
+        append(body[pos : pos + size])
+        pos += size
+    results, pos = _fast_codes(body, pos)
+    if pos != len(body):
+        raise _Slow
+    return m.Bind(portal, statement, formats, tuple(params), results)
+
+
+def _fast_parse(body: bytes) -> m.Parse:
+    end = body.index(0)
+    pos = body.index(0, end + 1)
+    name = body[:end].decode("utf-8") if end else ""
+    query = body[end + 1 : pos].decode("utf-8")
+    (count,) = _unpack_i16(body, pos + 1)
+    if count < 0 or pos + 3 + 4 * count != len(body):
+        raise _Slow
+    oids = struct.unpack_from(f"!{count}I", body, pos + 3) if count else ()
+    return m.Parse(name, query, oids)
+
+
+def _fast_execute(body: bytes) -> m.Execute:
+    end = body.index(0)
+    if end + 5 != len(body):
+        raise _Slow
+    (max_rows,) = _unpack_i32(body, end + 1)
+    return m.Execute(body[:end].decode("utf-8") if end else "", max_rows)
+
+
+def _fast_describe(body: bytes) -> m.Describe:
+    kind = body[0]
+    if (kind != 0x50 and kind != 0x53) or body.index(0, 1) != len(body) - 1:
+        raise _Slow
+    return m.Describe("P" if kind == 0x50 else "S", body[1:-1].decode("utf-8"))
+
+
+def _fast_query(body: bytes) -> m.Query:
+    if body.index(0) != len(body) - 1:
+        raise _Slow
+    return m.Query(body[:-1].decode("utf-8"))
+
+
+_FAST: dict[int, Callable[[bytes], m.FrontendMessage]] = {
+    ord("P"): _fast_parse,
+    ord("B"): _fast_bind,
+    ord("E"): _fast_execute,
+    ord("D"): _fast_describe,
+    ord("Q"): _fast_query,
+}
+_SYNC: Final = m.Sync()
+_BODYLESS_MSGS: Final[dict[int, m.FrontendMessage]] = {
+    ord("S"): _SYNC,
+    ord("H"): m.Flush(),
+    ord("X"): m.Terminate(),
+    ord("c"): m.CopyDone(),
+}
+
+
+def _read_typed(code: int, body: bytes) -> m.FrontendMessage:
+    fast = _FAST.get(code)
+    if fast is not None:
+        try:
+            return fast(body)
+        except _FAST_ERRORS:  # UnicodeDecodeError is a ValueError
+            pass
+    r = _Reader(body)
+    msg = _READERS[code](r)
+    r.end()
+    return msg
+
+
+class Decoder:
+    """Incremental frontend-message decoder (h11's ``receive_data`` + ``next_event``).
+
+    Bytes are copied once per message body (the slice handed to its reader). A chunk that
+    holds only whole messages, the usual case, is parsed in place; a partial message is
+    kept in a ``bytearray`` (amortised appends, so a 64 MB message that arrives in 64 KB
+    chunks is not copied quadratically) and is parsed once ``_need`` bytes are there.
+    """
+
+    __slots__ = ("_buf", "_need", "expect_startup", "max_message_size")
 
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self._buf = bytearray()
+        #: bytes ``_buf`` must hold before anything new can be decoded
+        self._need = 0
         self.max_message_size = max_message_size
         #: True until a StartupMessage proper has been read
         self.expect_startup = True
@@ -249,37 +375,52 @@ class Decoder:
 
     def feed(self, data: bytes) -> list[m.FrontendMessage]:
         """Every message completed by ``data``; raises :class:`FramingError`."""
-        buf = self._buf
-        buf += data
+        pending = self._buf
+        if pending:
+            pending += data
+            if len(pending) < self._need:
+                return []
+            buf = bytes(pending)
+            pending.clear()
+        else:
+            buf = bytes(data)  # no copy when ``data`` already is ``bytes``
         out: list[m.FrontendMessage] = []
         pos = 0
         size = len(buf)
+        need = 0
+        bodyless = _BODYLESS_MSGS
         try:
             while True:
                 if self.expect_startup:
                     if size - pos < 4:
+                        need = 4
                         break
                     (length,) = _unpack_i32(buf, pos)
                     if length < 8 or length > MAX_STARTUP_PACKET:
                         raise FramingError("invalid length of startup packet")
                     if size - pos < length:
+                        need = length
                         break
-                    msg = _startup(bytes(buf[pos + 4 : pos + length]))
+                    msg = _startup(buf[pos + 4 : pos + length])
                     pos += length
                     if isinstance(msg, m.StartupMessage):
                         self.expect_startup = False
                     out.append(msg)
                     continue
                 if size - pos < 5:
+                    need = 5
                     break
-                type_code, length = _unpack_header(buf, pos)
-                code = type_code[0]
-                reader = _READERS.get(code)
-                if reader is None:
+                code = buf[pos]
+                (length,) = _unpack_i32(buf, pos + 1)
+                if length == 4 and code in bodyless:
+                    out.append(bodyless[code])
+                    pos += 5
+                    continue
+                if code not in _READERS:
                     raise FramingError(f"invalid frontend message type {code}")
                 if length < 4:
                     raise FramingError(f"invalid message length {length}")
-                if code in _BODYLESS and length != 4:
+                if code in bodyless:
                     raise FramingError(f"invalid message format: {chr(code)!r} with a body")
                 if length - 4 > self.max_message_size:
                     raise FramingError(
@@ -288,17 +429,16 @@ class Decoder:
                     )
                 end = pos + 1 + length
                 if size < end:
+                    need = end - pos
                     break
-                r = _Reader(bytes(buf[pos + 5 : end]))
-                msg = reader(r)
-                r.end()
+                out.append(_read_typed(code, buf[pos + 5 : end]))
                 pos = end
-                out.append(msg)
         except FramingError as exc:
-            del buf[:]
             exc.decoded = out
             raise
-        del buf[:pos]
+        if pos < size:
+            pending += memoryview(buf)[pos:]
+            self._need = need
         return out
 
 

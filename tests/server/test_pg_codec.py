@@ -322,3 +322,84 @@ def test_decoder_fuzz_truncated_and_mutated_frames(msgs, data):
     except ProtocolViolation:
         return
     assert all(isinstance(msg, m.FrontendMessage.__args__) for msg in out)
+
+
+# --- the fast readers (Bind/Parse/Describe/Execute/Query) agree with the checked ones ----
+
+_FAST_CODES = {"B": m.Bind, "P": m.Parse, "D": m.Describe, "E": m.Execute, "Q": m.Query}
+
+
+def _checked(code: str, body: bytes) -> object:
+    """What the checked reader alone makes of ``body``: a message, or the error text."""
+    from cubequeue.server.pgwire import codec
+
+    r = codec._Reader(body)
+    try:
+        msg = codec._READERS[ord(code)](r)
+        r.end()
+    except FramingError as exc:
+        return str(exc)
+    return msg
+
+
+def _decoded(code: str, body: bytes) -> object:
+    from cubequeue.server.pgwire import codec
+
+    try:
+        return codec._read_typed(ord(code), body)
+    except FramingError as exc:
+        return str(exc)
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.lists(_FRONTEND_STRATEGY, min_size=1, max_size=1), st.data())
+def test_fast_readers_match_the_checked_readers_on_mutated_bodies(msgs, data):
+    raw = bytearray(encode_frontend(msgs[0]))
+    code = chr(raw[0])
+    body = raw[5:]
+    if code not in _FAST_CODES:
+        return
+    assert _decoded(code, bytes(body)) == _checked(code, bytes(body)) == msgs[0]
+    cut = data.draw(st.integers(0, len(body)))
+    body = body[:cut] + data.draw(st.binary(max_size=3))
+    if body:
+        for pos, byte in data.draw(
+            st.lists(st.tuples(st.integers(0, len(body) - 1), st.integers(0, 255)))
+        ):
+            body[pos] = byte
+    assert _decoded(code, bytes(body)) == _checked(code, bytes(body))
+
+
+@pytest.mark.parametrize(
+    ("code", "body"),
+    [
+        ("B", b"\0\0\0\x01\0\0"),  # truncated format codes
+        ("B", b"\0\0\xff\xff"),  # negative count
+        ("B", b"\0\0\0\0\0\x01\xff\xff\xff\xfe\0\0"),  # parameter length -2
+        ("B", b"\0\0\0\0\0\x01\0\0\0\x09ab\0\0"),  # parameter longer than the body
+        ("B", b"\0\0\0\0\0\0\0\0!"),  # trailing byte
+        ("B", b"\xff\0\0\0\0\0\0\0"),  # bad UTF-8 portal name
+        ("E", b"\0\0\0\0"),  # short max_rows
+        ("D", b"X\0"),  # bad subtype
+        ("D", b"S"),  # no terminator
+        ("Q", b"SELECT 1"),  # no terminator
+        ("Q", b"SELECT 1\0\0"),  # trailing byte
+        ("P", b"\0SELECT 1\0\0\x01\0\0"),  # truncated OIDs
+    ],
+)
+def test_fast_readers_defer_malformed_bodies_to_the_checked_reader(code, body):
+    expected = _checked(code, body)
+    assert isinstance(expected, str)
+    assert _decoded(code, body) == expected
+
+
+def test_partial_message_is_buffered_until_complete():
+    raw = encode_frontend(m.Bind("", "s", (), (b"x" * 5000,), ())) + encode_frontend(m.Sync())
+    dec = Decoder()
+    dec.expect_startup = False
+    got = []
+    for i in range(0, len(raw), 7):
+        got += dec.feed(raw[i : i + 7])
+        assert dec.buffered == min(i + 7, len(raw)) - sum(len(encode_frontend(msg)) for msg in got)
+    assert got == [m.Bind("", "s", (), (b"x" * 5000,), ()), m.Sync()]
+    assert dec.buffered == 0
