@@ -23,14 +23,23 @@ from cubequeue.server.pgwire import messages as m
 from cubequeue.storage.errors import ProtocolViolation
 
 __all__ = [
+    "BIND_COMPLETE",
     "CANCEL_REQUEST_CODE",
+    "CLOSE_COMPLETE",
+    "EMPTY_QUERY",
     "GSSENC_REQUEST_CODE",
     "MAX_STARTUP_PACKET",
+    "NO_DATA",
+    "PARSE_COMPLETE",
+    "PORTAL_SUSPENDED",
+    "READY",
     "SSL_REQUEST_CODE",
     "Decoder",
     "FramingError",
     "decode_sasl_initial_response",
     "encode",
+    "encode_command_complete",
+    "encode_data_row",
     "encode_many",
 ]
 
@@ -465,13 +474,15 @@ def _cstr(value: str) -> bytes:
 
 _AUTH_OK: Final = _frame(b"R", pack_int4(0))
 _AUTH_CLEARTEXT: Final = _frame(b"R", pack_int4(3))
-_PARSE_COMPLETE: Final = b"1\0\0\0\x04"
-_BIND_COMPLETE: Final = b"2\0\0\0\x04"
-_CLOSE_COMPLETE: Final = b"3\0\0\0\x04"
-_NO_DATA: Final = b"n\0\0\0\x04"
-_PORTAL_SUSPENDED: Final = b"s\0\0\0\x04"
-_EMPTY_QUERY: Final = b"I\0\0\0\x04"
-_READY: Final = {s: b"Z\0\0\0\x05" + s.encode() for s in "ITE"}
+#: the body-less replies, prebuilt: the session appends these bytes as they are
+PARSE_COMPLETE: Final = b"1\0\0\0\x04"
+BIND_COMPLETE: Final = b"2\0\0\0\x04"
+CLOSE_COMPLETE: Final = b"3\0\0\0\x04"
+NO_DATA: Final = b"n\0\0\0\x04"
+PORTAL_SUSPENDED: Final = b"s\0\0\0\x04"
+EMPTY_QUERY: Final = b"I\0\0\0\x04"
+#: ReadyForQuery by transaction status
+READY: Final = {s: b"Z\0\0\0\x05" + s.encode() for s in "ITE"}
 
 
 def _fields(fields: Iterable[tuple[str, str]]) -> bytes:
@@ -497,9 +508,14 @@ def _row_description(msg: m.RowDescription) -> bytes:
 
 
 def _data_row(msg: m.DataRow) -> bytes:
-    parts = [pack_int2(len(msg.values))]
+    return encode_data_row(msg.values)
+
+
+def encode_data_row(values: tuple[bytes | None, ...]) -> bytes:
+    """A DataRow straight from its column values (no :class:`~messages.DataRow`)."""
+    parts = [pack_int2(len(values))]
     append = parts.append
-    for value in msg.values:
+    for value in values:
         if value is None:
             append(b"\xff\xff\xff\xff")
         else:
@@ -523,6 +539,11 @@ def _key_data(msg: m.BackendKeyData) -> bytes:
     return _frame(b"K", pack_int4(msg.process_id) + pack_int4(msg.secret_key))
 
 
+def encode_command_complete(tag: str) -> bytes:
+    raw = tag.encode("utf-8")
+    return b"C" + pack_int4(len(raw) + 5) + raw + b"\0"
+
+
 #: keyed by exact class, so each encoder gets its own message type (hence ``Any``)
 _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     m.AuthenticationOk: lambda _msg: _AUTH_OK,
@@ -533,18 +554,18 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     m.AuthenticationSASLFinal: lambda msg: _frame(b"R", pack_int4(12) + msg.data),
     m.ParameterStatus: lambda msg: _frame(b"S", _cstr(msg.name) + _cstr(msg.value)),
     m.BackendKeyData: _key_data,
-    m.ReadyForQuery: lambda msg: _READY[msg.status],
+    m.ReadyForQuery: lambda msg: READY[msg.status],
     m.RowDescription: _row_description,
     m.DataRow: _data_row,
-    m.CommandComplete: lambda msg: _frame(b"C", _cstr(msg.tag)),
-    m.EmptyQueryResponse: lambda _msg: _EMPTY_QUERY,
+    m.CommandComplete: lambda msg: encode_command_complete(msg.tag),
+    m.EmptyQueryResponse: lambda _msg: EMPTY_QUERY,
     m.ErrorResponse: lambda msg: _frame(b"E", _fields(msg.fields)),
     m.NoticeResponse: lambda msg: _frame(b"N", _fields(msg.fields)),
-    m.ParseComplete: lambda _msg: _PARSE_COMPLETE,
-    m.BindComplete: lambda _msg: _BIND_COMPLETE,
-    m.CloseComplete: lambda _msg: _CLOSE_COMPLETE,
-    m.NoData: lambda _msg: _NO_DATA,
-    m.PortalSuspended: lambda _msg: _PORTAL_SUSPENDED,
+    m.ParseComplete: lambda _msg: PARSE_COMPLETE,
+    m.BindComplete: lambda _msg: BIND_COMPLETE,
+    m.CloseComplete: lambda _msg: CLOSE_COMPLETE,
+    m.NoData: lambda _msg: NO_DATA,
+    m.PortalSuspended: lambda _msg: PORTAL_SUSPENDED,
     m.ParameterDescription: lambda msg: _frame(
         b"t",
         pack_int2(len(msg.type_oids)) + b"".join(pack_uint4(oid) for oid in msg.type_oids),

@@ -30,7 +30,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Final, cast
 
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import Decoder, FramingError, encode_many
+from cubequeue.server.pgwire.codec import Decoder, FramingError
 from cubequeue.server.pgwire.session import PgSession, SessionState, WaitFor
 from cubequeue.storage.errors import AdminShutdown, ProtocolViolation, QueryCanceled, QueueError
 from cubequeue.storage.results import ResultSet
@@ -166,9 +166,9 @@ class PgProtocol(asyncio.Protocol):
         self._update_reading()
 
     def _flush(self) -> None:
-        out = self.session.take()
-        if out and self.transport is not None and not self._lost:
-            self.transport.write(encode_many(out))
+        data = self.session.take_bytes()
+        if data and self.transport is not None and not self._lost:
+            self.transport.write(data)
 
     def _write_raw(self, data: bytes) -> None:
         if self.transport is not None and not self._lost:

@@ -1,12 +1,15 @@
 """The per-connection PostgreSQL state machine, without any I/O (style.md point 3).
 
-:meth:`PgSession.handle` takes one decoded frontend message and appends backend messages
-to :attr:`PgSession.out`. It returns None when the message is fully answered, or a
+:meth:`PgSession.handle` takes one decoded frontend message and appends the encoded
+backend messages to :attr:`PgSession.wire` (replies go straight to bytes: the constant
+ones are prebuilt, RowDescriptions and DataRow encoders are cached per prepared statement
+and result formats; :meth:`PgSession.take` decodes them back for tests). It returns None when the message is fully answered, or a
 :class:`WaitFor` when a ``QUEUE RESULT_BLOCKING`` has to wait: the caller (the asyncio
 listener) runs ``executor.run_blocking`` and then calls :meth:`PgSession.resume` with the
 result or the exception (``QueryCanceled`` for a CancelRequest), and the session carries
 on exactly where it stopped, even in the middle of a multi-statement Query. Messages
-that arrive meanwhile are the caller's to queue.
+that arrive meanwhile are the caller's to queue. Only a RESULT_BLOCKING goes through a
+generator; every other statement is answered by plain calls.
 
 The rules are PostgreSQL 15's "Message Flow" (postgres-wire.md §1):
 
@@ -30,12 +33,23 @@ import logging
 import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cubequeue.grammar import bind, is_dialect, split_statements
 from cubequeue.grammar.commands import Command, QueueResultBlocking
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
+from cubequeue.server.pgwire.codec import (
+    BIND_COMPLETE,
+    CLOSE_COMPLETE,
+    EMPTY_QUERY,
+    PARSE_COMPLETE,
+    PORTAL_SUSPENDED,
+    READY,
+    encode,
+    encode_command_complete,
+)
 from cubequeue.server.pgwire.errors import (
     DuplicateCursor,
     DuplicatePreparedStatement,
@@ -44,16 +58,16 @@ from cubequeue.server.pgwire.errors import (
     error_response,
     notice_response,
 )
+from cubequeue.server.pgwire.peer import BackendDecoder
 from cubequeue.server.pgwire.statements import (
-    ColumnSpec,
     Portal,
     PreparedStatement,
+    ResultShape,
     columns_of,
     dialect_param_oids,
-    dumper_for,
-    row_description,
+    result_shape,
 )
-from cubequeue.server.pgwire.types import ParamValue, formats_for, load_param
+from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.storage.errors import (
     FeatureNotSupported,
@@ -80,6 +94,8 @@ _PROTOCOL_3_0 = 3 << 16
 _TX_END = re.compile(
     r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*(COMMIT|END|ROLLBACK|ABORT)\b", re.I | re.S
 )
+#: texts up to this length keep their split_statements outcome (see _split)
+_SPLIT_CACHE_MAX_LEN = 256
 _IN_FAILED = "current transaction is aborted, commands ignored until end of transaction block"
 
 
@@ -113,7 +129,8 @@ class PgSession:
         self.ctx = ctx
         self.hooks = hooks
         self.state = SessionState.STARTUP
-        self.out: list[m.BackendMessage] = []
+        #: encoded replies not yet taken (:meth:`take_bytes`)
+        self.wire: list[bytes] = []
         self.user: str | None = None
         self.plain: PlainSession | None = None
         self.backend_key: tuple[int, int] | None = None
@@ -137,9 +154,20 @@ class PgSession:
     def process_id(self) -> str | None:
         return self.plain.process_id if self.plain is not None else None
 
+    def take_bytes(self) -> bytes:
+        """The replies so far, encoded and joined, for one ``transport.write``."""
+        wire = self.wire
+        if not wire:
+            return b""
+        self.wire = []
+        return wire[0] if len(wire) == 1 else b"".join(wire)
+
     def take(self) -> list[m.BackendMessage]:
-        out, self.out = self.out, []
-        return out
+        """The replies so far as messages (for tests and tools: the wire is bytes)."""
+        return BackendDecoder().feed(self.take_bytes())
+
+    def send(self, msg: m.BackendMessage) -> None:
+        self.wire.append(encode(msg))
 
     def handle(self, msg: m.FrontendMessage) -> WaitFor | None:
         assert self._suspended is None, "handle() while a wait is pending"
@@ -189,19 +217,19 @@ class PgSession:
         return wait
 
     def _fatal(self, exc: QueueError) -> None:
-        self.out.append(error_response(exc, "FATAL"))
+        self.send(error_response(exc, "FATAL"))
         self.state = SessionState.CLOSED
 
     def _error(self, exc: BaseException) -> None:
         if not isinstance(exc, QueueError):
             _log.error("internal error in the PostgreSQL session", exc_info=exc)
             exc = InternalError(f"internal error: {exc}")
-        self.out.append(error_response(exc))
+        self.send(error_response(exc))
         if self.plain is not None:
             self.plain.fail_transaction()
 
     def _ready(self) -> None:
-        self.out.append(m.ReadyForQuery(self.tx_status))
+        self.wire.append(READY[self.tx_status])
 
     def _dispatch(self, msg: m.FrontendMessage) -> _Run | None:
         state = self.state
@@ -241,7 +269,7 @@ class PgSession:
         params = dict(msg.parameters)
         unknown = tuple(k for k, _v in msg.parameters if k.startswith("_pq_."))
         if minor > 0 or unknown:
-            self.out.append(m.NegotiateProtocolVersion(0, unknown))
+            self.send(m.NegotiateProtocolVersion(0, unknown))
         user = params.get("user")
         if not user:
             raise InvalidAuthorizationSpecification(
@@ -259,23 +287,23 @@ class PgSession:
             self._authenticated()
         else:
             self.state = SessionState.AUTH
-            self.out.append(self._exchange.start())
+            self.send(self._exchange.start())
 
     def _authenticate(self, payload: bytes) -> None:
         assert self._exchange is not None
         reply, done = self._exchange.step(payload)
         if reply is not None:
-            self.out.append(reply)
+            self.send(reply)
         if done:
             self._authenticated()
 
     def _authenticated(self) -> None:
         assert self.plain is not None and self.backend_key is not None
         self._exchange = None
-        self.out.append(m.AuthenticationOk())
+        self.send(m.AuthenticationOk())
         for name, value in self.plain.reported().items():
-            self.out.append(m.ParameterStatus(name, value))
-        self.out.append(m.BackendKeyData(*self.backend_key))
+            self.send(m.ParameterStatus(name, value))
+        self.send(m.BackendKeyData(*self.backend_key))
         self.state = SessionState.READY
         self._ready()
 
@@ -284,12 +312,6 @@ class PgSession:
     def _check_failed_block(self, sql: str) -> None:
         if self.tx_status == "E" and not _TX_END.match(sql):
             raise InFailedTransaction(_IN_FAILED)
-
-    def _run_command(self, cmd: Command) -> Generator[WaitFor, ResultSet, ResultSet]:
-        if isinstance(cmd, QueueResultBlocking):
-            result = yield WaitFor(cmd, self.process_id)
-            return result
-        return self.ctx.executor.run(cmd, self.process_id)
 
     def _plain(self, sql: str, params: tuple[ParamValue, ...] = ()) -> PlainOutcome:
         assert self.plain is not None
@@ -304,58 +326,83 @@ class PgSession:
                 raise InvalidStatementName(f'prepared statement "{effect[1]}" does not exist')
             del self._statements[effect[1]]
         for notice in outcome.notices:
-            self.out.append(notice_response(notice.severity, notice.sqlstate, notice.message))
+            self.send(notice_response(notice.severity, notice.sqlstate, notice.message))
         return outcome
 
     def _after_plain(self, outcome: PlainOutcome) -> None:
         for name, value in outcome.parameter_status.items():
-            self.out.append(m.ParameterStatus(name, value))
+            self.send(m.ParameterStatus(name, value))
 
-    def _send_rows(self, spec: ColumnSpec, formats: tuple[int, ...], rows: list[Row]) -> None:
-        if spec is None or not rows:
+    def _send_rows(self, shape: ResultShape, rows: list[Row]) -> None:
+        encode_row = shape.encode_row
+        if encode_row is None or not rows:
             return
-        dump = dumper_for(spec, formats)
-        out = self.out
-        for row in rows:
-            out.append(m.DataRow(dump(row)))
+        if len(rows) == 1:
+            self.wire.append(encode_row(rows[0]))
+        else:
+            self.wire.extend([encode_row(row) for row in rows])
 
-    def _simple_statement(self, sql: str) -> Generator[WaitFor, ResultSet, None]:
+    def _simple_statement(self, sql: str) -> QueueResultBlocking | None:
+        """Run one statement of a simple Query; a RESULT_BLOCKING is returned unrun."""
         self._check_failed_block(sql)
         if is_dialect(sql):
             prepared = self.ctx.executor.prepare(sql)
             if prepared.params:
                 raise UndefinedParameter(f"there is no parameter ${prepared.params[0].index}")
-            result = yield from self._run_command(prepared.command)
-            spec = columns_of(result.columns)
-            if spec is not None:
-                text = (0,) * len(spec)
-                self.out.append(row_description(spec, text))
-                self._send_rows(spec, text, result.rows)
-                self.out.append(m.CommandComplete(f"{prepared.command.tag} {len(result.rows)}"))
-            else:
-                self.out.append(m.CommandComplete(prepared.command.tag))
-            return
+            command = prepared.command
+            if isinstance(command, QueueResultBlocking):
+                return command
+            self._simple_result(command, self.ctx.executor.run(command, self.process_id))
+            return None
         outcome = self._plain(sql)
         if outcome.result is not None:
             spec = columns_of(outcome.result.columns, outcome.type_oids)
             if spec is not None:
-                text = (0,) * len(spec)
-                self.out.append(row_description(spec, text))
-                self._send_rows(spec, text, outcome.result.rows)
+                shape = result_shape(spec, (0,) * len(spec))
+                self.wire.append(shape.description)
+                self._send_rows(shape, outcome.result.rows)
         if outcome.tag:
-            self.out.append(m.CommandComplete(outcome.tag))
+            self.wire.append(encode_command_complete(outcome.tag))
         else:  # only comments: PostgreSQL's empty query
-            self.out.append(m.EmptyQueryResponse())
+            self.wire.append(EMPTY_QUERY)
         self._after_plain(outcome)
+        return None
 
-    def _query(self, msg: m.Query) -> _Run:
+    def _simple_result(self, command: Command, result: ResultSet) -> None:
+        spec = columns_of(result.columns)
+        if spec is not None:
+            shape = result_shape(spec, (0,) * len(spec))
+            self.wire.append(shape.description)
+            self._send_rows(shape, result.rows)
+            self.wire.append(encode_command_complete(f"{command.tag} {len(result.rows)}"))
+        else:
+            self.wire.append(encode_command_complete(command.tag))
+
+    def _query(self, msg: m.Query) -> _Run | None:
+        """Statements run here until one has to wait; the rest go to :meth:`_query_rest`."""
         try:
-            statements = split_statements(msg.sql)
+            statements = _split(msg.sql)
             if not statements:
-                self.out.append(m.EmptyQueryResponse())
-            for sql in statements:
-                yield from self._simple_statement(sql)
+                self.wire.append(EMPTY_QUERY)
+            for i, sql in enumerate(statements):
+                blocking = self._simple_statement(sql)
+                if blocking is not None:
+                    return self._query_rest(blocking, statements[i + 1 :])
         except Exception as exc:  # QueueError, or our bug (XX000): the session survives
+            self._error(exc)
+        self._ready()
+        return None
+
+    def _query_rest(self, blocking: QueueResultBlocking, rest: tuple[str, ...]) -> _Run:
+        try:
+            result = yield WaitFor(blocking, self.process_id)
+            self._simple_result(blocking, result)
+            for i, sql in enumerate(rest):
+                more = self._simple_statement(sql)
+                if more is not None:
+                    yield from self._query_rest(more, rest[i + 1 :])
+                    return
+        except Exception as exc:
             self._error(exc)
         self._ready()
 
@@ -364,7 +411,7 @@ class PgSession:
     def _parse(self, msg: m.Parse) -> None:
         if msg.name and msg.name in self._statements:
             raise DuplicatePreparedStatement(f'prepared statement "{msg.name}" already exists')
-        statements = split_statements(msg.query)
+        statements = _split(msg.query)
         if len(statements) > 1:
             raise SyntaxError("cannot insert multiple commands into a prepared statement")
         if not statements:
@@ -386,7 +433,7 @@ class PgSession:
             spec = None if desc.columns is None else columns_of(desc.columns, desc.type_oids)
             stmt = PreparedStatement(msg.name, statements[0], "plain", oids, spec)
         self._statements[msg.name] = stmt
-        self.out.append(m.ParseComplete())
+        self.wire.append(PARSE_COMPLETE)
 
     def _statement(self, name: str) -> PreparedStatement:
         stmt = self._statements.get(name)
@@ -406,62 +453,69 @@ class PgSession:
         stmt = self._statement(msg.statement)
         if msg.portal and msg.portal in self._portals:
             raise DuplicateCursor(f'cursor "{msg.portal}" already exists')
-        self._check_failed_block(stmt.sql)
+        if self.plain is not None and self.plain.tx_status == "E":
+            self._check_failed_block(stmt.sql)
         expected = len(stmt.param_oids)
         if len(msg.params) != expected:
             raise ProtocolViolation(
                 f"bind message supplies {len(msg.params)} parameters, but prepared statement "
                 f'"{stmt.name}" requires {expected}'
             )
-        param_formats = formats_for(msg.param_formats, expected, "parameter")
-        values = tuple(
-            load_param(oid, fmt, raw, i + 1)
-            for i, (oid, fmt, raw) in enumerate(
-                zip(stmt.param_oids, param_formats, msg.params, strict=True)
-            )
-        )
-        columns = stmt.columns
-        formats = formats_for(msg.result_formats, 0 if columns is None else len(columns), "result")
+        values = stmt.loader(msg.param_formats)(msg.params)
+        shape = stmt.shape(msg.result_formats)
         command = None
         if stmt.prepared is not None:
             command = bind(stmt.prepared.command, values)
-        self._portals[msg.portal] = Portal(
-            msg.portal, stmt, command, values, formats, columns=columns
-        )
-        self.out.append(m.BindComplete())
+        self._portals[msg.portal] = Portal(msg.portal, stmt, command, values, shape)
+        self.wire.append(BIND_COMPLETE)
 
     def _describe(self, msg: m.Describe) -> None:
         if msg.kind == "S":
-            stmt = self._statement(msg.name)
-            self.out.append(m.ParameterDescription(stmt.param_oids))
-            spec, formats = stmt.columns, (0,) * len(stmt.columns or ())
+            self.wire.append(self._statement(msg.name).description())
         else:
-            portal = self._portal(msg.name)
-            spec, formats = portal.columns, portal.formats
-        self.out.append(m.NoData() if spec is None else row_description(spec, formats))
+            self.wire.append(self._portal(msg.name).shape.description)
 
-    def _execute(self, msg: m.Execute) -> _Run:
+    def _execute(self, msg: m.Execute) -> _Run | None:
+        """Run the portal's statement once (its rows are then sent in max_rows slices);
+        only a RESULT_BLOCKING goes through a generator, in :meth:`_execute_blocking`."""
         try:
             portal = self._portal(msg.portal)
             if portal.rows is None:
                 self._check_failed_block(portal.statement.sql)
-                yield from self._run_portal(portal)
+                command = portal.command
+                if isinstance(command, QueueResultBlocking):
+                    return self._execute_blocking(portal, command, msg.max_rows)
+                self._run_portal(portal)
             self._send_portal(portal, msg.max_rows)
         except Exception as exc:
             self._error(exc)
             self.state = SessionState.AWAITING_SYNC
+        return None
 
-    def _run_portal(self, portal: Portal) -> _Run:
-        """Run the portal's statement once; its rows are then sent in max_rows slices."""
+    def _execute_blocking(
+        self, portal: Portal, command: QueueResultBlocking, max_rows: int
+    ) -> _Run:
+        try:
+            result = yield WaitFor(command, self.process_id)
+            self._portal_result(portal, command, result)
+            self._send_portal(portal, max_rows)
+        except Exception as exc:
+            self._error(exc)
+            self.state = SessionState.AWAITING_SYNC
+
+    def _portal_result(self, portal: Portal, command: Command, result: ResultSet) -> None:
+        portal.tag = command.tag
+        portal.counted = portal.columns is not None
+        portal.rows = result.rows if portal.counted else []
+
+    def _run_portal(self, portal: Portal) -> None:
         stmt = portal.statement
         if stmt.kind == "empty":
             portal.rows = []
             return
-        if portal.command is not None:
-            result = yield from self._run_command(portal.command)
-            portal.tag = portal.command.tag
-            portal.counted = portal.columns is not None
-            portal.rows = result.rows if portal.counted else []
+        command = portal.command
+        if command is not None:
+            self._portal_result(portal, command, self.ctx.executor.run(command, self.process_id))
             return
         outcome = self._plain(stmt.sql, portal.params)
         has_rows = outcome.result is not None and portal.columns is not None
@@ -477,42 +531,41 @@ class PgSession:
         """Rows from where the last Execute stopped; PortalSuspended when max_rows is hit
         (PostgreSQL suspends whenever exactly max_rows rows were fetched)."""
         if portal.statement.kind == "empty":
-            self.out.append(m.EmptyQueryResponse())
+            self.wire.append(EMPTY_QUERY)
             return
         rows = portal.rows or []
         start = portal.pos
         end = len(rows) if max_rows <= 0 else min(len(rows), start + max_rows)
-        self._send_rows(portal.columns, portal.formats, rows[start:end])
+        if start == 0 and end == len(rows):
+            self._send_rows(portal.shape, rows)
+        else:
+            self._send_rows(portal.shape, rows[start:end])
         portal.pos = end
         if max_rows > 0 and end - start == max_rows:
-            self.out.append(m.PortalSuspended())
+            self.wire.append(PORTAL_SUSPENDED)
             return
         tag = f"{portal.tag} {end - start}" if portal.counted else portal.tag
-        self.out.append(m.CommandComplete(tag))
+        self.wire.append(encode_command_complete(tag))
 
     def _close(self, msg: m.Close) -> None:
         if msg.kind == "S":
             self._statements.pop(msg.name, None)
         else:
             self._portals.pop(msg.name, None)
-        self.out.append(m.CloseComplete())
+        self.wire.append(CLOSE_COMPLETE)
 
     def _sync(self) -> None:
         if self.tx_status == "I":
-            self._portals.clear()
+            if self._portals:
+                self._portals.clear()
+            self.wire.append(READY["I"])
+            return
         self._ready()
 
     def _extended(self, msg: m.FrontendMessage) -> None:
         """Parse / Bind / Describe / Close: errors skip to the next Sync."""
         try:
-            if isinstance(msg, m.Parse):
-                self._parse(msg)
-            elif isinstance(msg, m.Bind):
-                self._bind(msg)
-            elif isinstance(msg, m.Describe):
-                self._describe(msg)
-            elif isinstance(msg, m.Close):
-                self._close(msg)
+            _EXTENDED[type(msg)](self, msg)
         except Exception as exc:
             self._error(exc)
             self.state = SessionState.AWAITING_SYNC
@@ -520,6 +573,19 @@ class PgSession:
     def _function_call(self, _msg: m.FunctionCall) -> None:
         self._error(FeatureNotSupported("the fast-path function call interface is not supported"))
         self._ready()
+
+
+@lru_cache(maxsize=1024)
+def _split_cached(sql: str) -> tuple[str, ...]:
+    return tuple(split_statements(sql))
+
+
+def _split(sql: str) -> tuple[str, ...]:
+    """:func:`split_statements`, remembered for short texts (``SELECT 1``, ``BEGIN``,
+    a prepared statement's text): they recur, a long one (a payload) seldom does."""
+    if len(sql) <= _SPLIT_CACHE_MAX_LEN:
+        return _split_cached(sql)
+    return tuple(split_statements(sql))
 
 
 def _as_text(value: ParamValue) -> str | None:
@@ -539,6 +605,14 @@ def _flush(_session: PgSession, _msg: m.FrontendMessage) -> None:
 def _sync(session: PgSession, _msg: m.FrontendMessage) -> None:
     session._sync()
 
+
+#: Parse / Bind / Describe / Close, inside :meth:`PgSession._extended`'s error handling
+_EXTENDED: dict[type, Callable[[PgSession, Any], None]] = {
+    m.Parse: PgSession._parse,
+    m.Bind: PgSession._bind,
+    m.Describe: PgSession._describe,
+    m.Close: PgSession._close,
+}
 
 #: message type → handler; a handler returns a generator when it may have to wait
 _HANDLERS: dict[type, Callable[[PgSession, Any], _Run | None]] = {

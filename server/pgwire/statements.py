@@ -10,13 +10,14 @@ never has to run anything (asyncpg and pgjdbc describe before executing).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from cubequeue.grammar.commands import Command, Param, Slot
 from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
 from cubequeue.server.pgwire.types import (
     COLUMN_OIDS,
     INT2,
@@ -24,8 +25,11 @@ from cubequeue.server.pgwire.types import (
     INT8,
     TEXT,
     TYPE_SIZES,
+    ParamsLoader,
     ParamValue,
     RowDumper,
+    formats_for,
+    params_loader,
     row_dumper,
 )
 from cubequeue.storage.results import Column, Row
@@ -37,6 +41,7 @@ __all__ = [
     "ColumnSpec",
     "Portal",
     "PreparedStatement",
+    "ResultShape",
     "columns_of",
     "dialect_param_oids",
     "row_description",
@@ -106,8 +111,38 @@ def dumper_for(spec: tuple[tuple[str, int], ...], formats: tuple[int, ...]) -> R
     return _dumper(tuple(oid for _name, oid in spec), formats)
 
 
+#: distinct format-code lists cached per statement (a client uses one or two)
+_MAX_CACHED_FORMATS: Final = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ResultShape:
+    """What a portal's result format codes fix, encoded once (see :func:`result_shape`)."""
+
+    formats: tuple[int, ...]
+    #: one row → its DataRow bytes; None when the statement returns no rows
+    encode_row: Callable[[Sequence[object]], bytes] | None
+    #: the Describe-portal reply: RowDescription, or NoData
+    description: bytes
+
+
+@lru_cache(maxsize=512)
+def result_shape(spec: ColumnSpec, formats: tuple[int, ...]) -> ResultShape:
+    if spec is None:
+        return ResultShape(formats, None, NO_DATA)
+    dump = dumper_for(spec, formats)
+
+    def encode_row(row: Sequence[object]) -> bytes:
+        return encode_data_row(dump(row))  # type: ignore[arg-type]  # rows hold Values
+
+    return ResultShape(formats, encode_row, encode(row_description(spec, formats)))
+
+
 @dataclass(slots=True, eq=False)
 class PreparedStatement:
+    """A Parse's outcome; what Bind and Describe derive from it is cached here, so the
+    per-statement work of a prepared execution is only loading values and running."""
+
     name: str
     sql: str
     kind: StatementKind
@@ -115,6 +150,39 @@ class PreparedStatement:
     param_oids: tuple[int, ...]
     columns: ColumnSpec
     prepared: Prepared | None = None
+    _loaders: dict[tuple[int, ...], ParamsLoader] = field(default_factory=dict)
+    _shapes: dict[tuple[int, ...], ResultShape] = field(default_factory=dict)
+    _description: bytes | None = None
+
+    def loader(self, codes: tuple[int, ...]) -> ParamsLoader:
+        """The parameter decoder for a Bind's format codes (raises as formats_for)."""
+        load = self._loaders.get(codes)
+        if load is None:
+            oids = self.param_oids
+            load = params_loader(oids, formats_for(codes, len(oids), "parameter"))
+            if len(self._loaders) < _MAX_CACHED_FORMATS:
+                self._loaders[codes] = load
+        return load
+
+    def shape(self, codes: tuple[int, ...]) -> ResultShape:
+        """The result shape for a Bind's result format codes (raises as formats_for)."""
+        shape = self._shapes.get(codes)
+        if shape is None:
+            spec = self.columns
+            formats = formats_for(codes, 0 if spec is None else len(spec), "result")
+            shape = result_shape(spec, formats)
+            if len(self._shapes) < _MAX_CACHED_FORMATS:
+                self._shapes[codes] = shape
+        return shape
+
+    def description(self) -> bytes:
+        """The Describe-statement reply: ParameterDescription, then RowDescription (text
+        formats, as nothing is bound yet) or NoData."""
+        if self._description is None:
+            params = encode(m.ParameterDescription(self.param_oids))
+            spec = self.columns
+            self._description = params + result_shape(spec, (0,) * len(spec or ())).description
+        return self._description
 
 
 @dataclass(slots=True, eq=False)
@@ -124,11 +192,14 @@ class Portal:
     #: the bound dialect command (None for plain SQL and the empty statement)
     command: Command | None
     params: tuple[ParamValue, ...]
-    formats: tuple[int, ...]
+    shape: ResultShape
     #: rows not yet sent; None until the first Execute ran the statement
     rows: list[Row] | None = None
     pos: int = 0
     #: the CommandComplete tag, or its stem when ``counted`` (``QUEUE LIST`` + " 3")
     tag: str = ""
     counted: bool = False
-    columns: ColumnSpec = field(default=None)
+
+    @property
+    def columns(self) -> ColumnSpec:
+        return self.statement.columns

@@ -45,10 +45,12 @@ __all__ = [
     "VOID",
     "InvalidBinaryRepresentation",
     "ParamValue",
+    "ParamsLoader",
     "RowDumper",
     "dump_value",
     "formats_for",
     "load_param",
+    "params_loader",
     "row_dumper",
 ]
 
@@ -334,6 +336,45 @@ def load_param(oid: int, fmt: int, raw: bytes | None, index: int) -> ParamValue:
         raise InvalidBinaryRepresentation(
             f"incorrect binary data format in bind parameter {index}"
         ) from None
+
+
+ParamsLoader = Callable[[Sequence[bytes | None]], tuple[ParamValue, ...]]
+
+
+def _param_fn(oid: int, fmt: int, index: int) -> Loader:
+    """:func:`load_param` for one position, with its lookups done once."""
+    loader = _LOADERS.get((oid or UNKNOWN, fmt))
+    if loader is None:
+        return lambda raw: load_param(oid, fmt, raw, index)
+    if loader is _text_in:  # raises InvalidTextRepresentation only: nothing to rename
+        return _text_in
+
+    def load(raw: bytes) -> ParamValue:
+        try:
+            return loader(raw)
+        except InvalidBinaryRepresentation:
+            raise InvalidBinaryRepresentation(
+                f"incorrect binary data format in bind parameter {index}"
+            ) from None
+
+    return load
+
+
+def params_loader(oids: Sequence[int], formats: Sequence[int]) -> ParamsLoader:
+    """All of a Bind's parameters at once, as :func:`load_param` would decode each one;
+    built once per (statement, format codes), so a Bind only runs the loaders."""
+    fns = [
+        _param_fn(oid, fmt, i + 1) for i, (oid, fmt) in enumerate(zip(oids, formats, strict=True))
+    ]
+    if not fns:
+        return lambda _params: ()
+
+    def load(params: Sequence[bytes | None]) -> tuple[ParamValue, ...]:
+        return tuple(
+            [None if raw is None else fn(raw) for fn, raw in zip(fns, params, strict=True)]
+        )
+
+    return load
 
 
 def formats_for(codes: Sequence[int], count: int, what: str) -> tuple[int, ...]:

@@ -452,3 +452,91 @@ def test_shutdown_is_fatal_57p01():
 def test_config_replace_is_usable():
     # guards the helper above: Config is a frozen dataclass
     assert replace(Config(), auth="md5").auth == "md5"
+
+
+# --- what Parse/Bind cache per statement (the hot path keeps its answers) ---------------
+
+
+def test_statement_caches_decoders_and_shapes_per_format_codes():
+    session = make()
+    run(session, m.Parse("r", "QUEUE RESULT $1"), m.Sync())
+    stmt = session._statements["r"]
+    for _ in range(2):
+        text = run(session, m.Bind("", "r", (), (b"sq:a",), ()), m.Describe("P", ""), m.Sync())
+        binary = run(session, m.Bind("", "r", (1,), (b"sq:a",), (1,)), m.Describe("P", ""))
+        run(session, m.Sync())
+        assert [f.format for f in text[1].fields] == [0, 0, 0, 0]
+        assert [f.format for f in binary[1].fields] == [1, 1, 1, 1]
+    # one decoder and one shape per distinct code list, reused by later Binds
+    assert set(stmt._loaders) == {(), (1,)}
+    assert set(stmt._shapes) == {(), (1,)}
+    assert stmt.shape((1,)) is stmt.shape((1,))
+    assert stmt.shape(()).description != stmt.shape((1,)).description
+
+
+def test_bad_format_codes_are_refused_every_time_and_never_cached():
+    session = make()
+    run(session, m.Parse("r", "QUEUE RESULT $1"), m.Sync())
+    for _ in range(2):
+        out = run(session, m.Bind("", "r", (2,), (b"sq:a",), ()), m.Sync())
+        assert sqlstates(out) == ["22023"]
+        out = run(session, m.Bind("", "r", (), (b"sq:a",), (0, 1)), m.Sync())
+        assert sqlstates(out) == ["08P01"]
+    stmt = session._statements["r"]
+    assert (2,) not in stmt._loaders and (0, 1) not in stmt._shapes
+
+
+def test_binary_parameter_error_names_its_position_from_the_cached_decoder():
+    session = make()
+    run(session, m.Parse("a", "QUEUE ADD PRIORITY $1 $2 $3"), m.Sync())
+    for _ in range(2):  # the second Bind uses the cached decoder
+        out = run(session, m.Bind("", "a", (1, 0, 0), (b"\x01", b"sb:x", b"{}")), m.Sync())
+        assert sqlstates(out) == ["22P03"]
+        assert out[0].get("M") == "incorrect binary data format in bind parameter 1"
+
+
+def test_describe_statement_reply_is_cached_and_unchanged_by_binds():
+    session = make()
+    first = run(session, m.Parse("l", "QUEUE LIST $1"), m.Describe("S", "l"), m.Sync())
+    run(session, m.Bind("", "l", (), (b"sd",), (1,)), m.Execute(""), m.Sync())
+    again = run(session, m.Describe("S", "l"), m.Sync())
+    assert again[:2] == first[1:3]
+    assert all(f.format == 0 for f in again[1].fields)
+
+
+def test_simple_query_text_is_split_the_same_when_cached():
+    session = make()
+    for _ in range(3):
+        out = run(session, m.Query("SELECT 1; SELECT 2"))
+        assert [msg.values for msg in out if isinstance(msg, m.DataRow)] == [(b"1",), (b"2",)]
+    long = "SELECT 1;" + " " * 300 + "SELECT 'x;y'"
+    out = run(session, m.Query(long))
+    assert [msg.values for msg in out if isinstance(msg, m.DataRow)] == [(b"1",), (b"x;y",)]
+
+
+def test_two_waits_in_one_query_resume_in_order():
+    session = make()
+    sql = "QUEUE RESULT_BLOCKING 1000 'sw:a'; QUEUE RESULT_BLOCKING 1000 'sw:b'; SELECT 1"
+    wait = session.handle(m.Query(sql))
+    assert isinstance(wait, WaitFor) and wait.command.key == "sw:a"
+    rs = ResultSet(wait.command.result_columns(), [("a", "success", "1", None)])
+    wait = session.resume(rs)
+    assert isinstance(wait, WaitFor) and wait.command.key == "sw:b"
+    assert session.resume(error=QueryCanceled("canceling statement due to user request")) is None
+    out = session.take()
+    assert kinds(out)[-2:] == ["ErrorResponse", "ReadyForQuery"]
+    assert sqlstates(out) == ["57014"]
+    assert m.DataRow((b"a", b"success", b"1", None)) in out
+    assert m.DataRow((b"1",)) not in out
+
+
+def test_take_bytes_is_the_encoding_of_take():
+    from cubequeue.server.pgwire.codec import encode_many
+
+    a, b = make(), make()
+    msgs = (m.Parse("", "QUEUE LIST $1"), m.Bind("", "", (), (b"st",)), m.Execute(""), m.Sync())
+    for msg in msgs:
+        a.handle(msg)
+        b.handle(msg)
+    assert a.take_bytes() == encode_many(b.take())
+    assert a.take_bytes() == b"" and b.take() == []
