@@ -198,15 +198,23 @@ def dump_value(oid: int, fmt: int, value: object) -> bytes:
 def row_dumper(oids: Sequence[int], formats: Sequence[int]) -> RowDumper:
     """A function turning one row into DataRow values, fixed per (column OIDs, formats)."""
     fns = [_DUMPERS[(oid, fmt)] for oid, fmt in zip(oids, formats, strict=True)]
+    if len(fns) == 1:  # SELECT 1, QUEUE ADD's counts… : no generator for one column
+        (only,) = fns
+
+        def one_column(row: Sequence[Value]) -> tuple[bytes | None, ...]:
+            (value,) = row
+            return (None if value is None else only(value),)
+
+        return one_column
     if all(fn is _text_out for fn in fns):
 
         def text_row(row: Sequence[Value]) -> tuple[bytes | None, ...]:
-            return tuple(None if v is None else _text_out(v) for v in row)
+            return tuple([None if v is None else _text_out(v) for v in row])
 
         return text_row
 
     def dump(row: Sequence[Value]) -> tuple[bytes | None, ...]:
-        return tuple(None if v is None else fn(v) for fn, v in zip(fns, row, strict=True))
+        return tuple([None if v is None else fn(v) for fn, v in zip(fns, row, strict=True)])
 
     return dump
 

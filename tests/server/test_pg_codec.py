@@ -403,3 +403,17 @@ def test_partial_message_is_buffered_until_complete():
         assert dec.buffered == min(i + 7, len(raw)) - sum(len(encode_frontend(msg)) for msg in got)
     assert got == [m.Bind("", "s", (), (b"x" * 5000,), ()), m.Sync()]
     assert dec.buffered == 0
+
+
+@pytest.mark.parametrize("width", [1, 2, 3])
+@pytest.mark.parametrize("fmt", [0, 1])
+def test_row_dumper_matches_dump_value_for_every_width(width, fmt):
+    from cubequeue.server.pgwire.types import BOOL, INT8, TEXT, dump_value, row_dumper
+
+    oids = [INT8, TEXT, BOOL][:width]
+    dump = row_dumper(oids, [fmt] * width)
+    row = [7, "x", True][:width]
+    assert dump(row) == tuple(dump_value(oid, fmt, v) for oid, v in zip(oids, row, strict=True))
+    assert dump([None] * width) == (None,) * width
+    with pytest.raises(ValueError):
+        dump([*row, 1])
