@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,38 @@ def ratio_lines(report: Report) -> list[str]:
             f"{r.rt_fast.median:.2f} RT vs {r.rt_normal.median:.2f} RT normal; p50 "
             f"{r.p50_fast.median:.2f} ms vs {r.p50_normal.median:.2f} ms "
             f"({r.p50_saving:.0f}% lower); target 1 RT vs ≥ 3 and ≥ 25% lower → {_verdict(ok)}"
+        )
+    lines.extend(_extra_ratio_lines(report))
+    return lines
+
+
+def _extra_number(report: Report, section: str, pattern: str) -> float | None:
+    """A figure printed by one of the extra micro-benchmarks (grammar, start-up)."""
+    for title, text in report.extras.items():
+        if title.startswith(section):
+            found = re.search(pattern, text)
+            if found:
+                return float(found.group(1))
+    return None
+
+
+def _extra_ratio_lines(report: Report) -> list[str]:
+    lines = []
+    add_us = _extra_number(report, "Grammar", r"QUEUE ADD, [^\n]*\(uncached\)\s+([\d.]+) µs")
+    select = report.wire.get(("cubequeue", "SELECT 1", "simple", 1))
+    if add_us is not None and select:
+        round_trip_us = 1e6 / agg([r.tps for r in select]).median
+        share = add_us / round_trip_us * 100
+        lines.append(
+            f"uncached QUEUE ADD parse {add_us:.1f} µs vs a SELECT 1 round trip "
+            f"{round_trip_us:.0f} µs (pgbench simple -c 1): {share:.1f}%; target < 15% → "
+            f"{_verdict(share < 15)}"
+        )
+    start_ms = _extra_number(report, "Start-up", r"median (\d+) ms")
+    if start_ms is not None:
+        lines.append(
+            f"start-up to first SELECT 1: median {start_ms:.0f} ms; target < 1000 ms → "
+            f"{_verdict(start_ms < 1000)}"
         )
     return lines
 
