@@ -15,7 +15,9 @@ included), and the lexer's per-state regexes. It differs only in bookkeeping:
 
 Errors are Lark's own exception types with the same contents ``Lark.parse`` gives
 (``tests/grammar/test_grammar_lexer.py`` checks both paths against each other), so
-``diagnostics.from_lark`` words them the same way.
+``diagnostics.from_lark`` words them the same way. On top of that each carries, as
+``diagnostics.EXPECTED_ATTR``, what the failing slot takes in sqlparser's words (worked
+out from the state stack by ``diagnostics.SlotWording``; error path only).
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ from collections.abc import Callable
 from typing import Any
 
 from lark import Lark, Token
-from lark.exceptions import UnexpectedToken
+from lark.exceptions import UnexpectedInput, UnexpectedToken
 from lark.grammar import Terminal
 from lark.parsers.lalr_analysis import Shift
 
+from cubequeue.grammar.diagnostics import EXPECTED_ATTR, SlotWording
 from cubequeue.grammar.lexer import Finisher, StatementLexer, make_param_token, make_token
 from cubequeue.grammar.placeholders import Placeholders
 
@@ -64,6 +67,7 @@ class Driver:
         self._start: int = table.start_states[start]
         self._end: int = table.end_states[start]
         self._states = states
+        self._slots = SlotWording(states, lark.rules, self._start, self._end)
         # Lists indexed by state: faster to index than dicts in the loop below. A
         # reduction is (callback, -size, rule name): the loop slices with -size.
         self._matchers = [lexer.matchers[state] for state in range(len(states))]
@@ -118,7 +122,7 @@ class Driver:
                 end = self._skip(text, pos).end()  # type: ignore[union-attr]  # a star always matches
                 if end == n:
                     break
-                raise self._lexer.error(text, end, state, None, None)
+                raise self._failed(self._lexer.error(text, end, state, None, None), stack)
             kind: Any = m.lastgroup
             how = kinds.get(kind)
             if how.__class__ is tuple:  # only the opening of a literal matched: find its end
@@ -132,7 +136,7 @@ class Driver:
                     m = self._lexer.exact(state)(text, pos)
                     if m is None:
                         end = self._skip(text, pos).end()  # type: ignore[union-attr]
-                        raise self._lexer.error(text, end, state, None, None)
+                        raise self._failed(self._lexer.error(text, end, state, None, None), stack)
                     kind = m.lastgroup
                     value = m.group(kind)
                     pos = m.end()
@@ -158,7 +162,9 @@ class Driver:
                 try:
                     action = actions[state][kind]
                 except KeyError:
-                    raise self._unexpected(state, make_token(kind, value, last)) from None
+                    raise self._failed(
+                        self._unexpected(state, make_token(kind, value, last)), stack
+                    ) from None
                 if action.__class__ is int:
                     state = action
                     push_state(state)
@@ -179,7 +185,7 @@ class Driver:
             state = stack[-1]
             final = actions[state].get("$END")
             if final is None or final.__class__ is int:
-                raise self._unexpected(state, make_token("$END", "", last))
+                raise self._failed(self._unexpected(state, make_token("$END", "", last)), stack)
             callback, size, origin = final  # type: ignore[misc]
             if size:
                 children = values[size:]
@@ -192,6 +198,11 @@ class Driver:
             push_state(state)
             if state == end_state:
                 return values[-1], placeholders
+
+    def _failed(self, exc: UnexpectedInput, stack: list[int]) -> UnexpectedInput:
+        """``exc`` with the failing slot's wording attached (for ``diagnostics.from_lark``)."""
+        setattr(exc, EXPECTED_ATTR, self._slots.expected(stack))
+        return exc
 
     def _unexpected(self, state: int, token: Token) -> UnexpectedToken:
         """Lark's error for a token the state has no action on (as ``feed_token``)."""

@@ -37,7 +37,7 @@ ERRORS = [
     ("QUEUE TRUNCATE;;", SyntaxError, "Expected: end of statement, found: ; at Line: 1, Column: 16"),
     ("QUEUE ACK 'p'\n  'r'\n  extra", SyntaxError, "found: extra at Line: 3, Column: 3"),
     # missing arguments, bad tokens
-    ("QUEUE ACK 'p'", SyntaxError, "found: EOF at Line: 1, Column: 14"),
+    ("QUEUE ACK 'p'", SyntaxError, "Expected: literal string, found: EOF at Line: 1, Column: 14"),
     ("QUEUE ADD 'p' 'unterminated", SyntaxError, "Unterminated string literal, found: 'unterminated at Line: 1, Column: 15"),
     ("QUEUE ADD 'p' $$open", SyntaxError, "Unterminated string literal"),
     ("QUEUE GET 5abc", SyntaxError, "found: 5abc"),
@@ -79,6 +79,138 @@ def test_error(sql, kind, message):
     assert type(err) is kind
     assert message in err.message
     assert err.sqlstate == kind.sqlstate
+
+
+# The "Expected:" part names what the failing slot takes in sqlparser's words, as the
+# contract quotes them (§1.3, §3.4, §8 rule 10): IDENT / IDENT-P → identifier, STR / STR-P
+# → literal string, INT and QKEY (parsed as INT(id) unless a word or string) → literal
+# number. Whole messages: the position suffix is cubequeue's, the rest is the contract's.
+FULL_MESSAGES = [
+    # the audit's two cases (§3.4, §1.3)
+    ("QUEUE ACK 1", "Expected: literal string, found: EOF at Line: 1, Column: 12"),
+    ("QUEUE ADD PRIORITY x 'a' 'b'", "Expected: literal number, found: x at Line: 1, Column: 20"),
+    # INT slots: EOF, a wrong token, after a sign, after the option it belongs to
+    ("QUEUE ADD PRIORITY", "Expected: literal number, found: EOF at Line: 1, Column: 19"),
+    ("QUEUE ADD ORPHANED 'x' 'p' 'v'", "Expected: literal number, found: 'x' at Line: 1, Column: 20"),
+    ("QUEUE ADD PRIORITY - x 'p' 'v'", "Expected: literal number, found: x at Line: 1, Column: 22"),
+    ("QUEUE ADD_AND_RETRIEVE 'p' 'v'", "Expected: literal number, found: EOF at Line: 1, Column: 31"),
+    ("QUEUE ADD_AND_RETRIEVE 'p' 'v' x", "Expected: literal number, found: x at Line: 1, Column: 32"),
+    ("QUEUE RETRIEVE CONCURRENCY , 'p'", "Expected: literal number, found: , at Line: 1, Column: 28"),
+    ("QUEUE TO_CANCEL 1 'p'", "Expected: literal number, found: 'p' at Line: 1, Column: 19"),
+    ("QUEUE STALLED", "Expected: literal number, found: EOF at Line: 1, Column: 14"),
+    ("QUEUE ORPHANED p", "Expected: literal number, found: p at Line: 1, Column: 16"),
+    ("QUEUE RESULT_BLOCKING 'k'", "Expected: literal number, found: 'k' at Line: 1, Column: 23"),
+    ("CACHE SET TTL NX 'k' 'v'", "Expected: literal number, found: NX at Line: 1, Column: 15"),
+    ("SYS CLOCK ADVANCE", "Expected: literal number, found: EOF at Line: 1, Column: 18"),
+    # QKEY slots: a word or string is a path, anything else must be a number (§1.3)
+    ("QUEUE GET", "Expected: literal number, found: EOF at Line: 1, Column: 10"),
+    ("QUEUE CANCEL ,", "Expected: literal number, found: , at Line: 1, Column: 14"),
+    ("QUEUE HEARTBEAT (", "Expected: literal number, found: ( at Line: 1, Column: 17"),
+    ("QUEUE ACK", "Expected: literal number, found: EOF at Line: 1, Column: 10"),
+    ("QUEUE MERGE_EXTRA ; '{}'", "Expected: literal number, found: ; at Line: 1, Column: 19"),
+    ("QUEUE RESULT", "Expected: literal number, found: EOF at Line: 1, Column: 13"),
+    ("QUEUE RESULT EXTERNAL_ID 'e'", "Expected: literal number, found: EOF at Line: 1, Column: 29"),
+    ("QUEUE RESULT_BLOCKING 5 ,", "Expected: literal number, found: , at Line: 1, Column: 25"),
+    # IDENT / IDENT-P slots: paths, prefixes, cache keys (options skipped, §1.3)
+    ("QUEUE ADD", "Expected: identifier, found: EOF at Line: 1, Column: 10"),
+    ("QUEUE ADD PRIORITY 1 ,", "Expected: identifier, found: , at Line: 1, Column: 22"),
+    ("QUEUE ADD EXTERNAL_ID 'e' EXCLUSIVE", "Expected: identifier, found: EOF at Line: 1, Column: 36"),
+    ("QUEUE ADD_AND_RETRIEVE ORPHANED 5 (", "Expected: identifier, found: ( at Line: 1, Column: 35"),
+    ("QUEUE RETRIEVE", "Expected: identifier, found: EOF at Line: 1, Column: 15"),
+    ("QUEUE RETRIEVE CONCURRENCY 2 5", "Expected: identifier, found: 5 at Line: 1, Column: 30"),
+    ("QUEUE LIST WITH_PAYLOAD", "Expected: identifier, found: EOF at Line: 1, Column: 24"),
+    ("QUEUE PENDING 1", "Expected: identifier, found: 1 at Line: 1, Column: 15"),
+    ("QUEUE ACTIVE -", "Expected: identifier, found: - at Line: 1, Column: 14"),
+    ("QUEUE TO_CANCEL 1 2", "Expected: identifier, found: EOF at Line: 1, Column: 20"),
+    ("QUEUE STALLED 1 2", "Expected: identifier, found: 2 at Line: 1, Column: 17"),
+    ("QUEUE PURGE PENDING", "Expected: identifier, found: EOF at Line: 1, Column: 20"),
+    ("CACHE SET NX", "Expected: identifier, found: EOF at Line: 1, Column: 13"),
+    ("CACHE SET TTL 5 7 'v'", "Expected: identifier, found: 7 at Line: 1, Column: 17"),
+    ("CACHE GET", "Expected: identifier, found: EOF at Line: 1, Column: 10"),
+    ("CACHE KEYS 1", "Expected: identifier, found: 1 at Line: 1, Column: 12"),
+    ("CACHE REMOVE", "Expected: identifier, found: EOF at Line: 1, Column: 13"),
+    ("CACHE INCR ,", "Expected: identifier, found: , at Line: 1, Column: 12"),
+    ("CACHE PURGE", "Expected: identifier, found: EOF at Line: 1, Column: 12"),
+    # STR / STR-P slots: payloads, values, ACK's result, JSON, EXTERNAL_ID's value
+    ("QUEUE ADD 'p'", "Expected: literal string, found: EOF at Line: 1, Column: 14"),
+    ("QUEUE ADD 'p' 5", "Expected: literal string, found: 5 at Line: 1, Column: 15"),
+    ("QUEUE ADD ? ,", "Expected: literal string, found: , at Line: 1, Column: 13"),
+    ("QUEUE ADD EXTERNAL_ID", "Expected: literal string, found: EOF at Line: 1, Column: 22"),
+    ("QUEUE ADD_AND_RETRIEVE 'p' -1 1", "Expected: literal string, found: - at Line: 1, Column: 28"),
+    ("QUEUE ACK 'p' 5", "Expected: literal string, found: 5 at Line: 1, Column: 15"),
+    ("QUEUE ACK $1::int8 ,", "Expected: literal string, found: , at Line: 1, Column: 20"),
+    ("QUEUE MERGE_EXTRA 5", "Expected: literal string, found: EOF at Line: 1, Column: 20"),
+    ("QUEUE MERGE_EXTRA 'k' 5", "Expected: literal string, found: 5 at Line: 1, Column: 23"),
+    ("QUEUE RESULT EXTERNAL_ID 5 'k'", "Expected: literal string, found: 5 at Line: 1, Column: 26"),
+    ("CACHE SET 'k'", "Expected: literal string, found: EOF at Line: 1, Column: 14"),
+    ("CACHE SET NX TTL 5 'k' (", "Expected: literal string, found: ( at Line: 1, Column: 24"),
+    # a complete statement: whatever follows is a trailing token (§8 rule 3)
+    ("QUEUE GET 'k' ,", "Expected: end of statement, found: , at Line: 1, Column: 15"),
+    ("QUEUE ADD ? ? (", "Expected: end of statement, found: ( at Line: 1, Column: 15"),
+    ("CACHE SET 'k' 'v' 'w'", "Expected: end of statement, found: 'w' at Line: 1, Column: 19"),
+    ("SYS CLOCK ADVANCE 5 x", "Expected: end of statement, found: x at Line: 1, Column: 21"),
+    # line and column on a later line
+    ("QUEUE ACK\n  'p'\n  ,", "Expected: literal string, found: , at Line: 3, Column: 3"),
+]
+
+
+@pytest.mark.parametrize(("sql", "message"), FULL_MESSAGES, ids=[m[0][:40] for m in FULL_MESSAGES])
+def test_full_message(sql, message):
+    with pytest.raises(SyntaxError) as info:
+        parse(sql)
+    assert info.value.message == message
+    assert info.value.sqlstate == "42601"
+
+
+# Every statement form cut short before each of its values, or given a comma there: the
+# message names one of the contract's slot kinds, never a list of token names.
+FORMS = [
+    "QUEUE ADD EXCLUSIVE PRIORITY 1 ORPHANED 2 EXTERNAL_ID 'e' 'p' 'v'",
+    "QUEUE ADD_AND_RETRIEVE PRIORITY 1 EXTERNAL_ID 'e' 'p' 'v' 3",
+    "QUEUE RETRIEVE EXTENDED CONCURRENCY 2 'p'",
+    "QUEUE ACK 'k' 'r'",
+    "QUEUE CANCEL 'k'",
+    "QUEUE GET 5",
+    "QUEUE HEARTBEAT 'k'",
+    "QUEUE MERGE_EXTRA 'k' '{}'",
+    "QUEUE LIST WITH_PAYLOAD 'p'",
+    "QUEUE PENDING 'p'",
+    "QUEUE ACTIVE 'p'",
+    "QUEUE TO_CANCEL 1 2 'p'",
+    "QUEUE STALLED 1 'p'",
+    "QUEUE ORPHANED 1 'p'",
+    "QUEUE RESULT EXTERNAL_ID 'e' 'k'",
+    "QUEUE RESULT_BLOCKING 1 'k'",
+    "QUEUE PURGE ACTIVE 'p'",
+    "CACHE SET NX TTL 5 'k' 'v'",
+    "CACHE GET 'k'",
+    "CACHE KEYS 'k'",
+    "CACHE REMOVE 'k'",
+    "CACHE INCR 'k'",
+    "CACHE PURGE 'k'",
+    "SYS CLOCK ADVANCE 5",
+]
+SLOT_WORDINGS = ("identifier", "literal string", "literal number", "end of statement")
+
+
+def _cuts(form: str) -> list[str]:
+    words = form.replace("?", "'?'").split(" ")
+    cuts = [" ".join(words[:i]) for i in range(2, len(words) + 1)]
+    return [c + tail for c in cuts for tail in ("", " ,", " $$x", " ?")]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_slot_speaks_the_contracts_words(form):
+    for sql in _cuts(form):
+        try:
+            parse(sql)
+        except SyntaxError as err:
+            if not err.message.startswith("Expected: "):
+                continue  # a placeholder or duplicate-option error, checked above
+            what = err.message.removeprefix("Expected: ").split(", found: ")[0]
+            assert what in SLOT_WORDINGS, (sql, err.message)
+        except QueueError:
+            continue  # range errors (22023) are checked above
 
 
 @pytest.mark.parametrize(
