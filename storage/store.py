@@ -248,8 +248,10 @@ class Store:
         return ResultSet(QueueList(prefix=prefix, with_payload=with_payload).result_columns(), rows)
 
     def stats(self) -> StoreStats:
+        """Live figures only: both sides sweep what has expired, as INFO does."""
         self._begin()
         self._commit()
+        self._cache.sweep()
         queue = self._queue
         return StoreStats(
             prefixes=[

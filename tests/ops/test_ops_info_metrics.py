@@ -18,7 +18,6 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from cubequeue.server.pgclient import PgClient, connect
@@ -208,12 +207,6 @@ def test_metrics_and_info_agree_after_results_expire_by_the_test_clock(
     assert rows["QueueItems.keys_total"] == "1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Store.stats() sweeps the queue but not the cache, so /metrics keeps counting "
-    "expired cache keys and bytes until the next cache command sweeps them, while "
-    "SYS CACHESTORE INFO sweeps first (storage/store.py stats vs sys_cachestore)",
-)
 def test_metrics_and_info_agree_after_a_cache_ttl_expires(start_server: StartServer) -> None:
     """Scrape first, then INFO: the gauges must not count a key CACHE GET no longer sees."""
     server = start_server("--test-clock")
