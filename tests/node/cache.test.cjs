@@ -17,6 +17,7 @@
 
 const {
   startServer, useServerEnv, advanceServerClock, recordingLogger, callsOf,
+  withServerLog,
 } = require('./helpers.cjs');
 
 const assert = require('node:assert/strict');
@@ -37,16 +38,7 @@ describe('Cube cache drivers on cubequeue (cacheAndQueueDriver: cubestore)', () 
   let cache;
   const logger = recordingLogger();
 
-  const onServerFailure = (fn) => async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      if (server) {
-        e.message += `\n--- cubequeue output (tail) ---\n${server.log().slice(-4000)}`;
-      }
-      throw e;
-    }
-  };
+  const onServerFailure = withServerLog(() => server);
 
   before(async () => {
     server = await startServer();

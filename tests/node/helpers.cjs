@@ -178,8 +178,24 @@ function callsOf(queryMock) {
   return queryMock.mock.calls.map((call) => ({ sql: call.arguments[0], values: call.arguments[1] || [] }));
 }
 
+/** Wrap a test body so a failure carries the tail of the server's output. */
+function withServerLog(getServer) {
+  return (fn) => async (t) => {
+    try {
+      await fn(t);
+    } catch (e) {
+      const server = getServer();
+      if (server) {
+        e.message += `\n--- cubequeue output (tail) ---\n${server.log().slice(-4000)}`;
+      }
+      throw e;
+    }
+  };
+}
+
 module.exports = {
   standIn,
+  withServerLog,
   ROOT,
   freePort,
   startServer,

@@ -17,6 +17,7 @@
 
 const {
   startServer, useServerEnv, advanceServerClock, recordingLogger, sqlOf, callsOf, sleep,
+  withServerLog,
 } = require('./helpers.cjs');
 
 const assert = require('node:assert/strict');
@@ -78,16 +79,7 @@ describe('Cube QueryQueue on cubequeue (cacheAndQueueDriver: cubestore)', () => 
     }
   }
 
-  const onServerFailure = (fn) => async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      if (server) {
-        e.message += `\n--- cubequeue output (tail) ---\n${server.log().slice(-4000)}`;
-      }
-      throw e;
-    }
-  };
+  const onServerFailure = withServerLog(() => server);
 
   before(async () => {
     server = await startServer();
