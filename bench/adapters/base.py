@@ -10,10 +10,13 @@ row, a NOTIFY, BLPOP's reply): never a poll.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["Adapter", "Claim", "Target"]
+import asyncpg
+
+__all__ = ["Adapter", "Claim", "PreparedAdapter", "Target"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,3 +70,33 @@ class Adapter(Protocol):
         """Block until the item's result arrives (None on timeout); no polling."""
 
     async def close(self) -> None: ...
+
+
+class PreparedAdapter:
+    """The PostgreSQL-wire adapters' shared part: one asyncpg connection whose statements
+    are prepared once, by name (an unnamed statement would be re-parsed on every call),
+    and the steps that are one prepared call on either system."""
+
+    def __init__(self, conn: asyncpg.Connection, stmts: dict[str, Any]) -> None:
+        self.conn = conn
+        self.s = stmts
+        self.rt: Counter[str] = Counter()
+
+    @staticmethod
+    async def connect(
+        target: Target, sql: Mapping[str, str]
+    ) -> tuple[asyncpg.Connection, dict[str, Any]]:
+        conn = await asyncpg.connect(target.dsn, statement_cache_size=0)
+        stmts = {name: await conn.prepare(text, name=f"bench_{name}") for name, text in sql.items()}
+        return conn, stmts
+
+    async def merge_extra(self, claim: Claim, extra_json: str) -> None:
+        self.rt["merge_extra"] += 1
+        await self.s["merge_extra"].fetch(claim.qid, extra_json)
+
+    async def heartbeat(self, claim: Claim) -> None:
+        self.rt["heartbeat"] += 1
+        await self.s["heartbeat"].fetch(claim.qid)
+
+    async def close(self) -> None:
+        await self.conn.close()

@@ -13,12 +13,7 @@ or the slot) returns a NULL payload and costs nothing else.
 
 from __future__ import annotations
 
-from collections import Counter
-from typing import Any
-
-import asyncpg
-
-from bench.adapters.base import Claim, Target
+from bench.adapters.base import Claim, PreparedAdapter, Target
 
 __all__ = ["SQL", "CubequeueAdapter"]
 
@@ -35,17 +30,10 @@ SQL = {
 }
 
 
-class CubequeueAdapter:
-    def __init__(self, conn: asyncpg.Connection, stmts: dict[str, Any]) -> None:
-        self.conn = conn
-        self.s = stmts
-        self.rt: Counter[str] = Counter()
-
+class CubequeueAdapter(PreparedAdapter):
     @classmethod
     async def open(cls, target: Target) -> CubequeueAdapter:
-        conn = await asyncpg.connect(target.dsn, statement_cache_size=0)
-        stmts = {name: await conn.prepare(sql, name=f"bench_{name}") for name, sql in SQL.items()}
-        return cls(conn, stmts)
+        return cls(*await cls.connect(target, SQL))
 
     async def lookup(self, path: str) -> str | None:
         self.rt["lookup"] += 1
@@ -89,14 +77,6 @@ class CubequeueAdapter:
             active += 1
         return claims
 
-    async def merge_extra(self, claim: Claim, extra_json: str) -> None:
-        self.rt["merge_extra"] += 1
-        await self.s["merge_extra"].fetch(claim.qid, extra_json)
-
-    async def heartbeat(self, claim: Claim) -> None:
-        self.rt["heartbeat"] += 1
-        await self.s["heartbeat"].fetch(claim.qid)
-
     async def ack(self, claim: Claim, result: str) -> bool:
         self.rt["ack"] += 1
         row = await self.s["ack"].fetchrow(claim.qid, result)
@@ -106,6 +86,3 @@ class CubequeueAdapter:
         self.rt["wait"] += 1
         row = await self.s["wait"].fetchrow(timeout_ms, qid)
         return None if row is None else row[0]
-
-    async def close(self) -> None:
-        await self.conn.close()

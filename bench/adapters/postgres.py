@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import Counter
 from typing import Any
 
 import asyncpg
 
-from bench.adapters.base import Claim, Target
+from bench.adapters.base import Claim, PreparedAdapter, Target
 
 __all__ = ["SCHEMA", "PostgresAdapter", "install_schema"]
 
@@ -188,18 +187,15 @@ def _prefix(path: str) -> str:
     return path.rpartition(":")[0]
 
 
-class PostgresAdapter:
+class PostgresAdapter(PreparedAdapter):
     def __init__(self, conn: asyncpg.Connection, stmts: dict[str, Any], channel: str) -> None:
-        self.conn = conn
-        self.s = stmts
+        super().__init__(conn, stmts)
         self.channel = channel
-        self.rt: Counter[str] = Counter()
         self._waiting: dict[int, asyncio.Future[str]] = {}
 
     @classmethod
     async def open(cls, target: Target) -> PostgresAdapter:
-        conn = await asyncpg.connect(target.dsn, statement_cache_size=0)
-        stmts = {name: await conn.prepare(sql, name=f"bench_{name}") for name, sql in SQL.items()}
+        conn, stmts = await cls.connect(target, SQL)
         self = cls(conn, stmts, f"w_{os.getpid()}_{id(conn):x}")
         await conn.add_listener(self.channel, self._notified)
         return self
@@ -236,14 +232,6 @@ class PostgresAdapter:
         rows = await self.s["claim"].fetch(prefix, concurrency)
         return [Claim(int(r[0]), r[1], r[2]) for r in rows]
 
-    async def merge_extra(self, claim: Claim, extra_json: str) -> None:
-        self.rt["merge_extra"] += 1
-        await self.s["merge_extra"].fetch(claim.qid, extra_json)
-
-    async def heartbeat(self, claim: Claim) -> None:
-        self.rt["heartbeat"] += 1
-        await self.s["heartbeat"].fetch(claim.qid)
-
     async def ack(self, claim: Claim, result: str) -> bool:
         self.rt["ack"] += 1
         return bool(await self.s["ack"].fetchval(claim.qid, result))
@@ -261,6 +249,3 @@ class PostgresAdapter:
         except TimeoutError:
             self._waiting.pop(qid, None)
             return None
-
-    async def close(self) -> None:
-        await self.conn.close()
