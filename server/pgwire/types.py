@@ -235,11 +235,13 @@ def _jsonb_bin_in(raw: bytes) -> str:
     return _text_in(raw[1:])
 
 
-def _int_text_in(oid: int) -> Loader:
-    def load(raw: bytes) -> int:
+def _number_text_in(oid: int, parse: Callable[[str], int | float]) -> Loader:
+    """A text-format number parameter, with PostgreSQL's 22P02 message on bad input."""
+
+    def load(raw: bytes) -> int | float:
         text = _text_in(raw).strip()
         try:
-            return int(text)
+            return parse(text)
         except ValueError:
             raise InvalidTextRepresentation(
                 f'invalid input syntax for type {_NAMES[oid]}: "{text}"'
@@ -277,14 +279,6 @@ def _bool_bin_in(raw: bytes) -> bool:
     return raw != b"\x00"
 
 
-def _float_text_in(raw: bytes) -> float:
-    text = _text_in(raw).strip()
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidTextRepresentation(
-            f'invalid input syntax for type double precision: "{text}"'
-        ) from None
 
 
 def _timestamp_text_in(raw: bytes) -> int:
@@ -316,11 +310,11 @@ _LOADERS: Final[dict[tuple[int, int], Loader]] = {
     (UNKNOWN, 0): _text_in, (UNKNOWN, 1): _text_in,
     (JSON, 0): _text_in, (JSON, 1): _text_in,
     (JSONB, 0): _text_in, (JSONB, 1): _jsonb_bin_in,
-    (INT2, 0): _int_text_in(INT2), (INT2, 1): _fixed_bin_in(_I16),
-    (INT4, 0): _int_text_in(INT4), (INT4, 1): _fixed_bin_in(_I32),
-    (INT8, 0): _int_text_in(INT8), (INT8, 1): _fixed_bin_in(_I64),
+    (INT2, 0): _number_text_in(INT2, int), (INT2, 1): _fixed_bin_in(_I16),
+    (INT4, 0): _number_text_in(INT4, int), (INT4, 1): _fixed_bin_in(_I32),
+    (INT8, 0): _number_text_in(INT8, int), (INT8, 1): _fixed_bin_in(_I64),
     (BOOL, 0): _bool_text_in, (BOOL, 1): _bool_bin_in,
-    (FLOAT8, 0): _float_text_in, (FLOAT8, 1): _fixed_bin_in(_F64),
+    (FLOAT8, 0): _number_text_in(FLOAT8, float), (FLOAT8, 1): _fixed_bin_in(_F64),
     (TIMESTAMPTZ, 0): _timestamp_text_in, (TIMESTAMPTZ, 1): _timestamp_bin_in,
     (VOID, 0): _void_in, (VOID, 1): _void_in,
 }  # fmt: skip
