@@ -9,7 +9,7 @@ PG_NODE_DIR := tests/server/clients/node
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test lint typecheck pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
+.PHONY: install run test lint typecheck typecheck-tree pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
 
 install: $(STAMP)
 
@@ -47,13 +47,17 @@ bench-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
 	fi
 
-lint: install
+lint: install typecheck-tree
 	$(VENV)/bin/ruff check server grammar storage tests bench
+	PYTHONPATH=build/typecheck $(VENV)/bin/lint-imports
 
-# mypy cannot follow setuptools' editable import hook, so give it a cubequeue/ tree of links.
-typecheck: install
+# mypy and import-linter cannot follow setuptools' editable import hook, so give them a
+# cubequeue/ tree of links.
+typecheck-tree:
 	@mkdir -p build/typecheck/cubequeue
 	@for p in server grammar storage; do ln -sfn ../../../$$p build/typecheck/cubequeue/$$p; done
+
+typecheck: install typecheck-tree
 	$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage
 
 test: install system-deps node-deps lint typecheck hadolint pytest node-test docker-smoke

@@ -10,8 +10,8 @@ Binding yields exactly the command the literal text would have produced
 * TEXT slot: ``str``; an ``int`` or ``float`` becomes its decimal text, a ``bool`` ``true``
   or ``false``.
 * RESULT slot (ACK): like TEXT, and ``None`` means "no result", as the keyword NULL.
-* ``None`` anywhere else is 22023; a wrong number of values is 08P01 with PostgreSQL's
-  wording.
+* ``None`` anywhere else is 22023; a wrong number of values is 08P01
+  (:class:`~cubequeue.grammar.errors.ParameterCountMismatch`; each wire words it).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from cubequeue.grammar.commands import Command, Param, Slot
-from cubequeue.grammar.lexical import INT_RANGES, check_int
-from cubequeue.storage.errors import (
+from cubequeue.grammar.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
-    ProtocolViolation,
+    ParameterCountMismatch,
 )
+from cubequeue.grammar.lexical import INT_RANGES, check_int
 
 __all__ = ["INTEGER_CASTS", "BindValue", "bind", "param_slots"]
 
@@ -154,10 +154,7 @@ def bind(cmd: Command, values: Sequence[BindValue]) -> Command:
         plan = _new_plan(cmd)
     required = plan.required
     if len(values) != required:
-        raise ProtocolViolation(
-            f'bind message supplies {len(values)} parameters, but prepared statement "" '
-            f"requires {required}"
-        )
+        raise ParameterCountMismatch(len(values), required)
     if not required:
         return cmd
     out = _new(plan.cls)

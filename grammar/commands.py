@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from cubequeue.storage.results import Column, ColumnType, columns
+from cubequeue.grammar.results import Column, ColumnType, columns
 
 __all__ = [
     "CacheGet",

@@ -33,8 +33,8 @@ from typing import Any
 
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
+from cubequeue.grammar.errors import SyntaxError
 from cubequeue.grammar.lexical import ID_CHAR, ID_START, TAG_CHAR
-from cubequeue.storage.errors import SyntaxError
 
 __all__ = ["EXPECTED_ATTR", "SKIP", "SlotWording", "from_lark"]
 

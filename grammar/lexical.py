@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from cubequeue.storage.errors import InvalidParameterValue, SyntaxError
+from cubequeue.grammar.errors import InvalidParameterValue, SyntaxError
 
 __all__ = [
     "ID_CHAR",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from lark import Token
 
 from cubequeue.grammar.commands import Param, Slot
-from cubequeue.storage.errors import SyntaxError
+from cubequeue.grammar.errors import SyntaxError
 
 __all__ = ["MAX_PARAM_INDEX", "ParamToken", "Placeholders"]
 

@@ -48,9 +48,9 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
+from cubequeue.grammar.errors import SyntaxError
 from cubequeue.grammar.lexical import TEXT_DECODERS, check_int_text
 from cubequeue.grammar.placeholders import ParamToken
-from cubequeue.storage.errors import SyntaxError
 
 __all__ = ["CommandBuilder", "RawInt"]
 

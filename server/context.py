@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import TYPE_CHECKING
 
-from cubequeue.storage.errors import TooManyConnections
+from cubequeue.server.errors import TooManyConnections
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from cubequeue.grammar import param_slots, parse_cached
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
-from cubequeue.storage.errors import InternalError, QueueError
-from cubequeue.storage.results import Column, ResultSet
+from cubequeue.grammar.errors import InternalError, QueueError
+from cubequeue.grammar.results import Column, ResultSet
 
 if TYPE_CHECKING:
     from cubequeue.storage.store import Store

@@ -6,12 +6,12 @@ Entry point: :class:`Store` (dialect doc §3 to §5 and §8). Import submodules 
 
 from __future__ import annotations
 
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import EMPTY, Column, ColumnType, ResultSet
 from cubequeue.storage.clock import AdjustableClock, Clock, FakeClock
-from cubequeue.storage.errors import QueueError
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_results import Waiter
-from cubequeue.storage.results import EMPTY, Column, ColumnType, ResultSet
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.store import SYSTEM_TABLES, Store
 

@@ -8,7 +8,7 @@ placeholder is our own bug (an internal error, §8 rule 10), never a user error.
 from __future__ import annotations
 
 from cubequeue.grammar.commands import Param
-from cubequeue.storage.errors import InternalError
+from cubequeue.grammar.errors import InternalError
 
 __all__ = ["key", "num", "opt_num", "opt_text", "text"]
 

@@ -45,10 +45,10 @@ from cubequeue.grammar.commands import (
     CacheTruncate,
     Param,
 )
+from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
+from cubequeue.grammar.results import EMPTY, ColumnType, ResultSet, Row, columns
 from cubequeue.storage.clock import Clock
-from cubequeue.storage.errors import InternalError, InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.results import EMPTY, ColumnType, ResultSet, Row, columns
 from cubequeue.storage.sizes import format_size
 
 __all__ = ["SYSTEM_CACHE_COLUMNS", "CacheStore"]

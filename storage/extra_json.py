@@ -25,7 +25,7 @@ import json
 import math
 import re
 
-from cubequeue.storage.errors import InvalidTextRepresentation
+from cubequeue.grammar.errors import InvalidTextRepresentation
 
 __all__ = [
     "NumberOutOfRange",

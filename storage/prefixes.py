@@ -27,8 +27,8 @@ from collections.abc import Iterator
 
 from sortedcontainers import SortedDict, SortedList
 
+from cubequeue.grammar.results import Row
 from cubequeue.storage.queue_item import ID_MASK, Item, pack, unpack_time
-from cubequeue.storage.results import Row
 
 __all__ = ["PrefixState", "Prefixes"]
 

@@ -28,15 +28,15 @@ from cubequeue.grammar.commands import (
     QueueToCancel,
     QueueTruncate,
 )
+from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
+from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound
-from cubequeue.storage.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.storage.extra_json import merge_extra
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
 from cubequeue.storage.queue_results import Callback, Result, Waiter
-from cubequeue.storage.results import EMPTY, ResultSet, Row
 
 __all__ = ["MAX_EXTERNAL_ID_BYTES", "MAX_PROCESS_ID_BYTES", "QueueCommands"]
 

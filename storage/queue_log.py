@@ -12,8 +12,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from cubequeue.grammar.results import ColumnType, ResultSet, columns
 from cubequeue.storage.queue_item import Item
-from cubequeue.storage.results import ColumnType, ResultSet, columns
 
 __all__ = ["QUEUE_LOG_COLUMNS", "Departure", "DepartureLog", "Reason"]
 

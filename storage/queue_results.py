@@ -19,7 +19,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from cubequeue.storage.results import ResultSet, Row
+from cubequeue.grammar.results import ResultSet, Row
 
 __all__ = ["Result", "Results", "Waiter", "Waiters"]
 

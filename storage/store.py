@@ -44,21 +44,21 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
-from cubequeue.storage import bound
-from cubequeue.storage.cache import CacheStore
-from cubequeue.storage.clock import AdjustableClock, Clock
-from cubequeue.storage.errors import (
+from cubequeue.grammar.errors import (
     FeatureNotSupported,
     InsufficientPrivilege,
     InternalError,
     InvalidParameterValue,
 )
+from cubequeue.grammar.results import EMPTY, ResultSet, Row
+from cubequeue.storage import bound
+from cubequeue.storage.cache import CacheStore
+from cubequeue.storage.clock import AdjustableClock, Clock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_commands import QueueCommands
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_results import Callback, Waiter
-from cubequeue.storage.results import EMPTY, ResultSet, Row
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.sysinfo import queue_info_rows
 from cubequeue.storage.system_tables import (

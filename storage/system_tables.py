@@ -7,9 +7,9 @@ tables still show them until compaction (§5.2). Times are integer milliseconds
 
 from __future__ import annotations
 
+from cubequeue.grammar.results import ColumnType, ResultSet, Row, columns
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_log import QUEUE_LOG_COLUMNS
-from cubequeue.storage.results import ColumnType, ResultSet, Row, columns
 
 __all__ = [
     "QUEUE_COLUMNS",

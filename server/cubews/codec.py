@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 
 import flatbuffers
 
+from cubequeue.grammar.results import ColumnType, ResultSet, Value
 from cubequeue.server.cubews.messages import (
     CommandType,
     HttpCommand,
@@ -46,8 +47,7 @@ from cubequeue.server.cubews.messages import (
     ParamValue,
     param_type,
 )
-from cubequeue.storage.errors import ProtocolViolation
-from cubequeue.storage.results import ColumnType, ResultSet, Value
+from cubequeue.server.errors import ProtocolViolation
 
 __all__ = [
     "MAX_TABLES",

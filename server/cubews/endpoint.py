@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from cubequeue.grammar.errors import QueueError
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, RUN, Cached, DedupTable, Key
 from cubequeue.server.cubews.execute import execute_query
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
-from cubequeue.storage.errors import QueueError
 
 if TYPE_CHECKING:
     from websockets.asyncio.server import ServerConnection

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 from cubequeue.grammar import bind, is_dialect
 from cubequeue.grammar.commands import QueueResultBlocking
+from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.messages import HttpQuery
 from cubequeue.server.cubews.params import ws_values
-from cubequeue.storage.errors import FeatureNotSupported
-from cubequeue.storage.results import EMPTY, ResultSet
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cubequeue.grammar.commands import Param, Slot
+from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.server.cubews.messages import ParamType, ParamValue, param_type
-from cubequeue.storage.errors import InvalidParameterValue, ProtocolViolation
+from cubequeue.server.errors import ProtocolViolation
 
 __all__ = ["ws_values"]
 

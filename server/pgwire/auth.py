@@ -26,9 +26,9 @@ from typing import Protocol
 from scramp.core import saslprep
 from scramp.utils import ScramException
 
+from cubequeue.server.errors import InvalidPassword, ProtocolViolation
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import decode_sasl_initial_response
-from cubequeue.storage.errors import InvalidPassword, ProtocolViolation
 
 __all__ = ["AUTH_METHODS", "Exchange", "Md5Exchange", "ScramExchange", "make_exchange"]
 

@@ -19,8 +19,8 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
-from cubequeue.storage.errors import ProtocolViolation
 
 __all__ = [
     "BIND_COMPLETE",

@@ -9,9 +9,9 @@ connection (postgres-wire.md §1 "Errors").
 
 from __future__ import annotations
 
+from cubequeue.grammar.errors import QueueError
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.sql.errors import UndefinedParameter
-from cubequeue.storage.errors import QueueError
 
 __all__ = [
     "DuplicateCursor",

@@ -29,11 +29,12 @@ import ssl
 from collections import deque
 from typing import TYPE_CHECKING, Final, cast
 
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import ResultSet
+from cubequeue.server.errors import AdminShutdown, ProtocolViolation, QueryCanceled
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError
 from cubequeue.server.pgwire.session import PgSession, SessionState, WaitFor
-from cubequeue.storage.errors import AdminShutdown, ProtocolViolation, QueryCanceled, QueueError
-from cubequeue.storage.results import ResultSet
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ConnectionInfo, ServerContext

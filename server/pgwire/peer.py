@@ -12,6 +12,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import (
     CANCEL_REQUEST_CODE,
@@ -21,7 +22,6 @@ from cubequeue.server.pgwire.codec import (
     pack_int4,
     pack_uint4,
 )
-from cubequeue.storage.errors import ProtocolViolation
 
 __all__ = ["BackendDecoder", "RawClient", "encode_frontend"]
 

@@ -38,6 +38,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cubequeue.grammar import bind, is_dialect, split_statements
 from cubequeue.grammar.commands import Command, QueueResultBlocking
+from cubequeue.grammar.errors import (
+    FeatureNotSupported,
+    InternalError,
+    QueueError,
+    SyntaxError,
+)
+from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.server.errors import (
+    InFailedTransaction,
+    InvalidCursorName,
+    InvalidStatementName,
+    ProtocolViolation,
+    bind_count_error,
+)
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
 from cubequeue.server.pgwire.codec import (
@@ -69,17 +83,6 @@ from cubequeue.server.pgwire.statements import (
 )
 from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
-from cubequeue.storage.errors import (
-    FeatureNotSupported,
-    InFailedTransaction,
-    InternalError,
-    InvalidCursorName,
-    InvalidStatementName,
-    ProtocolViolation,
-    QueueError,
-    SyntaxError,
-)
-from cubequeue.storage.results import ResultSet, Row
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
@@ -197,7 +200,7 @@ class PgSession:
 
     def shutdown(self) -> None:
         """The server is stopping: FATAL 57P01 (dialect doc §8 rule 10)."""
-        from cubequeue.storage.errors import AdminShutdown
+        from cubequeue.server.errors import AdminShutdown
 
         self._fatal(AdminShutdown("terminating connection due to administrator command"))
 
@@ -457,10 +460,7 @@ class PgSession:
             self._check_failed_block(stmt.sql)
         expected = len(stmt.param_oids)
         if len(msg.params) != expected:
-            raise ProtocolViolation(
-                f"bind message supplies {len(msg.params)} parameters, but prepared statement "
-                f'"{stmt.name}" requires {expected}'
-            )
+            raise bind_count_error(len(msg.params), expected, stmt.name)
         values = stmt.loader(msg.param_formats)(msg.params)
         shape = stmt.shape(msg.result_formats)
         command = None

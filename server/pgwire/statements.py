@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Literal
 
 from cubequeue.grammar.commands import Command, Param, Slot
+from cubequeue.grammar.results import Column, Row
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
 from cubequeue.server.pgwire.types import (
@@ -32,7 +33,6 @@ from cubequeue.server.pgwire.types import (
     params_loader,
     row_dumper,
 )
-from cubequeue.storage.results import Column, Row
 
 if TYPE_CHECKING:
     from cubequeue.server.executor import Prepared

@@ -19,13 +19,13 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from cubequeue.storage.errors import (
+from cubequeue.grammar.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
-    ProtocolViolation,
     QueueError,
 )
-from cubequeue.storage.results import ColumnType, Value
+from cubequeue.grammar.results import ColumnType, Value
+from cubequeue.server.errors import ProtocolViolation
 
 __all__ = [
     "BOOL",

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from sqlglot import exp
 
-from cubequeue.storage.errors import FeatureNotSupported
-from cubequeue.storage.results import Row, Value
+from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.results import Row, Value
 
 from .errors import GroupingError, UndefinedFunction
 from .expressions import Aggregate, Compiled, Ctx, Scope, coerce, compile_expr

@@ -1,13 +1,13 @@
 """SQLSTATEs that only plain SQL needs (PostgreSQL's codes, appendix A of its docs).
 
-They subclass :class:`cubequeue.storage.errors.QueueError`, so both wires render them
+They subclass :class:`cubequeue.grammar.errors.QueueError`, so both wires render them
 like every other error (dialect doc §8 rule 10). Messages follow PostgreSQL 15's wording
 so that people (and drivers matching on text) recognise them.
 """
 
 from __future__ import annotations
 
-from cubequeue.storage.errors import QueueError
+from cubequeue.grammar.errors import QueueError
 
 __all__ = [
     "ActiveSqlTransaction",

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from cubequeue.storage.errors import FeatureNotSupported
-from cubequeue.storage.results import Row, Value
+from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.results import Row, Value
 
 from .errors import (
     DatatypeMismatch,

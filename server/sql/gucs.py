@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cubequeue.storage.errors import FeatureNotSupported, InvalidParameterValue
+from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 
 __all__ = ["GUCS", "Guc", "canonical_name", "normalize", "server_version_num"]
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from cubequeue.storage.errors import SyntaxError as SqlSyntaxError
+from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 
 __all__ = ["Token", "decode_escapes", "first_word", "for_sqlglot", "tokenize"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cubequeue.storage.results import Column, ColumnType, ResultSet
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
 
 __all__ = [
     "HINT",

@@ -13,8 +13,8 @@ from typing import Final
 
 from sqlglot import exp
 
-from cubequeue.storage.errors import FeatureNotSupported
-from cubequeue.storage.results import Row, Value
+from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.results import Row, Value
 
 from .errors import DatatypeMismatch, UndefinedObject
 from .expressions import (

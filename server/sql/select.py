@@ -19,8 +19,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from cubequeue.storage.errors import SyntaxError as SqlSyntaxError
-from cubequeue.storage.results import ResultSet
+from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
+from cubequeue.grammar.results import ResultSet
 
 from .expressions import Ctx
 from .lexer import for_sqlglot

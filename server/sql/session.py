@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Literal
 
-from cubequeue.storage.errors import InvalidParameterValue
+from cubequeue.grammar.errors import InvalidParameterValue
 
 from .errors import CantChangeRuntimeParam
 from .gucs import GUCS, canonical_name, normalize, server_version_num

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from cubequeue.storage.errors import FeatureNotSupported, InvalidParameterValue
-from cubequeue.storage.errors import SyntaxError as SqlSyntaxError
-from cubequeue.storage.results import Column, ColumnType, ResultSet
+from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
+from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
 
 from .errors import UndefinedObject
 from .gucs import GUCS, canonical_name

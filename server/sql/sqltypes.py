@@ -13,8 +13,8 @@ import enum
 import re
 from datetime import UTC, datetime, timedelta, tzinfo
 
-from cubequeue.storage.errors import InvalidTextRepresentation
-from cubequeue.storage.results import ColumnType, Value
+from cubequeue.grammar.errors import InvalidTextRepresentation
+from cubequeue.grammar.results import ColumnType, Value
 
 from .errors import (
     CannotCoerce,

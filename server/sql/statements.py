@@ -19,13 +19,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Protocol
 
-from cubequeue.storage.errors import (
-    FeatureNotSupported,
-    InFailedTransaction,
-    InvalidCursorName,
-    ProtocolViolation,
-)
-from cubequeue.storage.results import Column, ColumnType, ResultSet
+from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
+from cubequeue.server.errors import InFailedTransaction, InvalidCursorName, bind_count_error
 
 from .errors import ActiveSqlTransaction, UndefinedParameter
 from .lexer import first_word, tokenize
@@ -201,9 +197,7 @@ def _select(sql: str, session: PlainSession, store: PlainStore,
     if need and not params:
         raise UndefinedParameter("there is no parameter $1")
     if params and len(params) != need:
-        raise ProtocolViolation(
-            f'bind message supplies {len(params)} parameters, but prepared statement "" requires {need}'
-        )
+        raise bind_count_error(len(params), need)
     from .select import execute
 
     rs = execute(plan, store, session, params)

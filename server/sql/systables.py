@@ -19,8 +19,8 @@ from typing import Protocol
 
 from sqlglot import exp
 
-from cubequeue.storage.errors import FeatureNotSupported, InternalError
-from cubequeue.storage.results import Column, ResultSet, Row, Value
+from cubequeue.grammar.errors import FeatureNotSupported, InternalError
+from cubequeue.grammar.results import Column, ResultSet, Row, Value
 
 from .aggregates import accumulate
 from .errors import AmbiguousColumn, InvalidColumnReference, InvalidRowCount, UndefinedTable

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 from cubequeue.grammar import Param, Slot, bind, param_slots, parse
 from cubequeue.grammar.binding import _convert, _field_names
 from cubequeue.grammar.commands import QueueAck, QueueAdd, QueueGet, QueueRetrieve, QueueToCancel
-from cubequeue.storage.errors import (
+from cubequeue.grammar.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
-    ProtocolViolation,
+    ParameterCountMismatch,
     QueueError,
 )
 
@@ -69,9 +69,9 @@ def test_int_slot_from_text():
 @pytest.mark.parametrize(
     ("sql", "values", "kind", "message"),
     [
-        ("QUEUE GET $1", [], ProtocolViolation, 'bind message supplies 0 parameters, but prepared statement "" requires 1'),
-        ("QUEUE GET 1", [1], ProtocolViolation, "supplies 1 parameters, but prepared statement \"\" requires 0"),
-        ("QUEUE ADD $1 $2", ["a"], ProtocolViolation, "requires 2"),
+        ("QUEUE GET $1", [], ParameterCountMismatch, "0 parameter values given, but the statement requires 1"),
+        ("QUEUE GET 1", [1], ParameterCountMismatch, "1 parameter values given, but the statement requires 0"),
+        ("QUEUE ADD $1 $2", ["a"], ParameterCountMismatch, "requires 2"),
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", ["x"], InvalidTextRepresentation, 'invalid input syntax for type bigint: "x"'),
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [1.5], InvalidTextRepresentation, "invalid input syntax"),
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [True], InvalidTextRepresentation, "invalid input syntax"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cubequeue.grammar import parse
-from cubequeue.storage.errors import InvalidParameterValue, QueueError, SyntaxError
+from cubequeue.grammar.errors import InvalidParameterValue, QueueError, SyntaxError
 
 ERRORS = [
     # unknown commands (§1.1, §4.7, §5.1)

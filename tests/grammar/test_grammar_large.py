@@ -10,7 +10,7 @@ import pytest
 
 from cubequeue.grammar import parse, split_statements
 from cubequeue.grammar.commands import QueueAdd
-from cubequeue.storage.errors import SyntaxError
+from cubequeue.grammar.errors import SyntaxError
 
 MB5 = 5 * 1024 * 1024
 

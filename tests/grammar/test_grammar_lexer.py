@@ -24,11 +24,11 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedTok
 from cubequeue.grammar import Param, Slot, parse
 from cubequeue.grammar.commands import QueueAdd
 from cubequeue.grammar.driver import Driver
+from cubequeue.grammar.errors import SyntaxError
 from cubequeue.grammar.lexer import StatementLexer
 from cubequeue.grammar.lexical import ID_CHAR, ID_START, TAG_CHAR
 from cubequeue.grammar.parser import build_lark
 from cubequeue.grammar.transform import CommandBuilder
-from cubequeue.storage.errors import SyntaxError
 
 GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "queue.lark"
 GRAMMAR = GRAMMAR_PATH.read_text(encoding="utf-8")

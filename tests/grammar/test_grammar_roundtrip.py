@@ -35,7 +35,7 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
-from cubequeue.storage.errors import QueueError
+from cubequeue.grammar.errors import QueueError
 
 KEYWORDS = {
     k.lower()

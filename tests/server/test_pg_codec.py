@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import (
     Decoder,
@@ -14,7 +15,6 @@ from cubequeue.server.pgwire.codec import (
     encode,
 )
 from cubequeue.server.pgwire.peer import BackendDecoder, encode_frontend
-from cubequeue.storage.errors import ProtocolViolation
 
 # (message, golden hex) — frontend messages as a client writes them (PostgreSQL 15
 # "Message Formats"; the startup packets as captured from psql 15 / libpq).

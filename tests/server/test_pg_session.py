@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 import scramp
 
+from cubequeue.grammar.results import ResultSet
 from cubequeue.server.app import build_context
 from cubequeue.server.config import Config
+from cubequeue.server.errors import QueryCanceled, TooManyConnections
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.session import PgSession, SessionState, WaitFor
-from cubequeue.storage.errors import QueryCanceled, TooManyConnections
-from cubequeue.storage.results import ResultSet
 
 P3 = 196608
 

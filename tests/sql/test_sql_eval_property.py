@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
 from cubequeue.server.sql import PlainSession, run_plain
 from cubequeue.server.sql.systables import SCHEMAS
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.results import Column, ColumnType, ResultSet
 
 T0 = 1_767_225_600_000
 _KIND = {"text": ColumnType.STRING, "bigint": ColumnType.INT, "boolean": ColumnType.BOOLEAN,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
 from cubequeue.server.sql import Notice, PlainSession, describe_plain, run_plain
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.errors import QueueError
-from cubequeue.storage.results import Column, ColumnType, ResultSet
 
 VERSION = "15.18 (cubequeue 0.1.0)"
 NO_TX = Notice("WARNING", "25P01", "there is no transaction in progress")

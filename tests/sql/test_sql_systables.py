@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cubequeue.grammar import parse
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import Column, ColumnType
 from cubequeue.server.sql import PlainSession, describe_plain, run_plain
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.errors import QueueError
-from cubequeue.storage.results import Column, ColumnType
 from cubequeue.storage.store import Store
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -20,11 +20,11 @@ from cubequeue.grammar.commands import (
     QueueRetrieve,
     QueueToCancel,
 )
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_results import Waiter
-from cubequeue.storage.results import ResultSet, Row
 from cubequeue.storage.store import Store
 
 START = 1_700_000_000_000

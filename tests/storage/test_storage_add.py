@@ -6,7 +6,7 @@ import pytest
 from storage_testkit import HOUR, START, harness
 
 from cubequeue.grammar.commands import QueueAdd, QueueAddAndRetrieve
-from cubequeue.storage.errors import InvalidParameterValue, LimitExceeded
+from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.storage.limits import Limits
 
 

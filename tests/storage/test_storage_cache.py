@@ -15,15 +15,11 @@ from cubequeue.grammar.commands import (
     Param,
     Slot,
 )
+from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
+from cubequeue.grammar.results import EMPTY, Column, ColumnType
 from cubequeue.storage.cache import SYSTEM_CACHE_COLUMNS, CacheStore
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.errors import (
-    InternalError,
-    InvalidTextRepresentation,
-    LimitExceeded,
-)
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.results import EMPTY, Column, ColumnType
 from cubequeue.storage.sizes import format_size
 
 START = 1_700_000_000_000

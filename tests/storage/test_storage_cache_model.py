@@ -26,9 +26,9 @@ from cubequeue.grammar.commands import (
     CacheSet,
     CacheTruncate,
 )
+from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.limits import Limits
 
 MAX_ENTRY = 8

@@ -6,9 +6,9 @@ import pytest
 from storage_testkit import HOUR, START, harness
 
 from cubequeue.grammar.commands import SysCachestore
-from cubequeue.storage.errors import InvalidParameterValue
+from cubequeue.grammar.errors import InvalidParameterValue
+from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.results import ResultSet
 
 
 def test_item_expires_at_created_plus_four_hours_unreachable_by_id_too() -> None:

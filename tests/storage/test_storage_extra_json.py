@@ -33,7 +33,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_testkit import harness
 
-from cubequeue.storage.errors import InvalidTextRepresentation
+from cubequeue.grammar.errors import InvalidTextRepresentation
 from cubequeue.storage.extra_json import dump_json, format_f64, merge_extra, serde_number
 
 # -- format_f64: ryu's layout -------------------------------------------------------------

@@ -7,8 +7,8 @@ import pytest
 from storage_testkit import START, harness
 
 from cubequeue.grammar.commands import QueueCancel, QueueHeartbeat, QueueList, QueueMergeExtra
-from cubequeue.storage.errors import InvalidTextRepresentation
-from cubequeue.storage.results import EMPTY
+from cubequeue.grammar.errors import InvalidTextRepresentation
+from cubequeue.grammar.results import EMPTY
 
 # -- CANCEL / GET ---------------------------------------------------------------------------
 

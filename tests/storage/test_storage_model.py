@@ -29,8 +29,8 @@ from cubequeue.grammar.commands import (
     QueueRetrieve,
     QueueToCancel,
 )
+from cubequeue.grammar.errors import QueueError
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.errors import QueueError
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.store import Store
 

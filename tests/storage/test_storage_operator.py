@@ -16,15 +16,15 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
-from cubequeue.storage.clock import AdjustableClock, FakeClock
-from cubequeue.storage.errors import (
+from cubequeue.grammar.errors import (
     FeatureNotSupported,
     InsufficientPrivilege,
     InternalError,
     InvalidParameterValue,
 )
+from cubequeue.grammar.results import ColumnType
+from cubequeue.storage.clock import AdjustableClock, FakeClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.results import ColumnType
 from cubequeue.storage.store import Store
 
 S, I, B, T = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP  # noqa: E741 - column type shorthands

@@ -13,10 +13,10 @@ from cubequeue.grammar.commands import (
     QueueResultBlocking,
     QueueTruncate,
 )
-from cubequeue.storage.errors import InvalidParameterValue
+from cubequeue.grammar.errors import InvalidParameterValue
+from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_results import Waiter
-from cubequeue.storage.results import ResultSet
 
 # -- ACK ----------------------------------------------------------------------------------
 

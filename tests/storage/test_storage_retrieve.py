@@ -6,7 +6,7 @@ import pytest
 from storage_testkit import START, harness
 
 from cubequeue.grammar.commands import QueueAddAndRetrieve, QueueRetrieve
-from cubequeue.storage.errors import InvalidParameterValue
+from cubequeue.grammar.errors import InvalidParameterValue
 
 # -- RETRIEVE -----------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.grammar.results import ColumnType, ResultSet, columns
 from cubequeue.server.cubews.codec import (
     cell_text,
     decode_message,
@@ -33,8 +34,7 @@ from cubequeue.server.cubews.messages import (
     HttpTable,
     OtherCommand,
 )
-from cubequeue.storage.errors import ProtocolViolation
-from cubequeue.storage.results import ColumnType, ResultSet, columns
+from cubequeue.server.errors import ProtocolViolation
 
 QUERY_V23 = bytes.fromhex(
     "100000000c001400080007000c0010000c000000000000012a00000020000000"

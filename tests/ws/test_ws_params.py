@@ -7,9 +7,10 @@ import pytest
 
 from cubequeue.grammar import bind, param_slots, parse
 from cubequeue.grammar.commands import CacheSet, QueueAck, QueueGet
+from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.server.cubews.execute import is_preaggregation
 from cubequeue.server.cubews.params import ws_values
-from cubequeue.storage.errors import InvalidParameterValue, ProtocolViolation
+from cubequeue.server.errors import ProtocolViolation
 
 
 def values_for(sql: str, values: list[object] | None) -> list[object]:

@@ -1,4 +1,4 @@
-"""The one error type of cubequeue, with a SQLSTATE per subclass.
+"""The dialect's errors: one base type with a SQLSTATE per subclass.
 
 Every user-visible failure is a :class:`QueueError`. Its message keeps Cube Store's
 wording wherever ``cubestore-dialect.md`` quotes one (§8 rule 10: without Cube Store's
@@ -14,22 +14,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
-    "AdminShutdown",
     "FeatureNotSupported",
-    "InFailedTransaction",
     "InsufficientPrivilege",
     "InternalError",
-    "InvalidCursorName",
     "InvalidParameterValue",
-    "InvalidPassword",
-    "InvalidStatementName",
     "InvalidTextRepresentation",
     "LimitExceeded",
-    "ProtocolViolation",
-    "QueryCanceled",
+    "ParameterCountMismatch",
     "QueueError",
     "SyntaxError",
-    "TooManyConnections",
     "lookup",
 ]
 
@@ -82,10 +75,6 @@ class InvalidTextRepresentation(QueueError, sqlstate="22P02", internal=True):
     """Invalid JSON in MERGE_EXTRA, CACHE INCR on a non-integer, undecodable parameters."""
 
 
-class ProtocolViolation(QueueError, sqlstate="08P01"):
-    """The peer broke the wire protocol (malformed frames, bad parameter counts)."""
-
-
 class FeatureNotSupported(QueueError, sqlstate="0A000"):
     """SQL outside the dialect, the session statements and the system tables."""
 
@@ -98,32 +87,13 @@ class LimitExceeded(QueueError, sqlstate="54000"):
     """A data cap: payload, result or cache entry too large, too many items."""
 
 
-class TooManyConnections(QueueError, sqlstate="53300"):
-    """A connection cap, global or per user."""
+class ParameterCountMismatch(QueueError, sqlstate="08P01"):
+    """A statement bound with more or fewer values than it has placeholders."""
 
-
-class QueryCanceled(QueueError, sqlstate="57014"):
-    """A CancelRequest, a client timeout or a disconnect during a statement."""
-
-
-class AdminShutdown(QueueError, sqlstate="57P01"):
-    """The server is shutting down."""
-
-
-class InvalidPassword(QueueError, sqlstate="28P01"):
-    """Failed authentication."""
-
-
-class InvalidStatementName(QueueError, sqlstate="26000"):
-    """An unknown prepared statement."""
-
-
-class InvalidCursorName(QueueError, sqlstate="34000"):
-    """An unknown portal."""
-
-
-class InFailedTransaction(QueueError, sqlstate="25P02"):
-    """A statement other than ROLLBACK/COMMIT inside a failed transaction block."""
+    def __init__(self, given: int, required: int) -> None:
+        super().__init__(f"{given} parameter values given, but the statement requires {required}")
+        self.given = given
+        self.required = required
 
 
 class InternalError(QueueError, sqlstate="XX000", internal=True):
