@@ -3,7 +3,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# `make run` installs only what running needs; `make test` adds the test tool chain.
+RUN_STAMP := $(VENV)/.installed-run
+STAMP := $(VENV)/.installed-test
 NODE_DIR := tests/node
 PG_NODE_DIR := tests/server/clients/node
 JDBC_JAR := /usr/share/java/postgresql.jar
@@ -13,13 +15,17 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(STAMP): $(RUN_STAMP)
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-run: install
+run: $(RUN_STAMP)
 	$(VENV)/bin/cubequeue
 
 # Debian packages the tests and benchmarks use: psql, the JDBC driver, PostgreSQL and Redis
