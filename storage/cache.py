@@ -49,7 +49,7 @@ from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, L
 from cubequeue.grammar.results import EMPTY, ColumnType, ResultSet, Row, columns
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.sizes import format_size
+from cubequeue.storage.sizes import format_size, utf8_len
 
 __all__ = ["SYSTEM_CACHE_COLUMNS", "CacheStore"]
 
@@ -174,7 +174,7 @@ class CacheStore:
         path = _text(cmd.key)
         value = _text(cmd.value)
         ttl = _ttl(cmd.ttl)
-        value_bytes = _utf8_len(value)
+        value_bytes = utf8_len(value)
         max_entry = self._limits.cache_max_entry_bytes
         if value_bytes >= max_entry:
             raise LimitExceeded(
@@ -187,7 +187,7 @@ class CacheStore:
         entry = self._entries.get(path)
         if entry is not None and cmd.nx:
             return _one(cmd, False)
-        size = _utf8_len(path) + value_bytes
+        size = utf8_len(path) + value_bytes
         if expire is not None and expire <= now:
             # TTL 0: the row would be invisible at once (§4.1 rule 5); whatever was there
             # is replaced by nothing a client can see.
@@ -244,7 +244,7 @@ class CacheStore:
         entry = self._entries.get(path)
         if entry is None:
             value = "1"
-            self._insert(path, value, None, _utf8_len(path) + 1)
+            self._insert(path, value, None, utf8_len(path) + 1)
         else:
             current = _parse_i64(entry.value)
             if current == _I64_MAX:
@@ -445,10 +445,6 @@ def _ttl(value: int | Param | None) -> int | None:
 
 def _one(cmd: CacheSet | CacheGet | CacheIncr | CachePurge, value: str | int | None) -> ResultSet:
     return ResultSet(cmd.result_columns(), [(value,)])
-
-
-def _utf8_len(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _split(path: str) -> tuple[str | None, str]:

@@ -1,10 +1,20 @@
-"""Caps and knobs of the store, set once from the server's configuration."""
+"""Caps and knobs of the store: the fixed limits of the dialect, and :class:`Limits`, set
+once from the server's configuration.
+
+The fixed limits are Cube Store's (``docs/dialect.md`` §3.1 and §6) and are defined here
+only: the server reads them to check a process id before it reaches the store.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Limits"]
+__all__ = ["MAX_EXTERNAL_ID_BYTES", "MAX_PROCESS_ID_BYTES", "Limits"]
+
+#: QUEUE ADD's EXTERNAL_ID, in UTF-8 bytes
+MAX_EXTERNAL_ID_BYTES = 48
+#: a connection's process id, in UTF-8 bytes (Cube Store's contract)
+MAX_PROCESS_ID_BYTES = 96
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -32,17 +32,14 @@ from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound
 from cubequeue.storage.extra_json import merge_extra
-from cubequeue.storage.limits import Limits
+from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
 from cubequeue.storage.queue_results import Callback, Result, Waiter
+from cubequeue.storage.sizes import utf8_len
 
-__all__ = ["MAX_EXTERNAL_ID_BYTES", "MAX_PROCESS_ID_BYTES", "QueueCommands"]
-
-#: §3.1 step 1 and §6
-MAX_EXTERNAL_ID_BYTES = 48
-MAX_PROCESS_ID_BYTES = 96
+__all__ = ["QueueCommands"]
 
 _ADD_EXCLUSIVE_NEEDS_PID = (
     "QUEUE ADD EXCLUSIVE requires a process_id in the connection context (x-process-id header)"
@@ -51,10 +48,6 @@ _RETRIEVE_NEEDS_PID = (
     "QUEUE RETRIEVE requires a process_id in the connection context (x-process-id header)"
 )
 _RESULT_COLUMNS = QueueResult.RESULT_COLUMNS
-
-
-def _utf8_len(value: str) -> int:
-    return len(value.encode("utf-8")) if not value.isascii() else len(value)
 
 
 def _rust_option(value: str | None) -> str:
@@ -78,7 +71,7 @@ class QueueCommands:
         limit = self._limits.max_payload_bytes
         if len(value) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
             return
-        size = _utf8_len(value)
+        size = utf8_len(value)
         if size > limit:
             raise LimitExceeded(
                 f"{what} of {size} bytes exceeds the limit of {limit} bytes "
@@ -91,11 +84,11 @@ class QueueCommands:
         """§3.1 step 1, in Cube Store's order, then the payload cap (issue 9)."""
         if exclusive and process_id is None:
             raise InvalidParameterValue(_ADD_EXCLUSIVE_NEEDS_PID)
-        if external_id is not None and _utf8_len(external_id) > MAX_EXTERNAL_ID_BYTES:
+        if external_id is not None and utf8_len(external_id) > MAX_EXTERNAL_ID_BYTES:
             raise InvalidParameterValue(
                 f"external_id exceeds maximum allowed length of {MAX_EXTERNAL_ID_BYTES} characters"
             )
-        if process_id is not None and _utf8_len(process_id) > MAX_PROCESS_ID_BYTES:
+        if process_id is not None and utf8_len(process_id) > MAX_PROCESS_ID_BYTES:
             raise InvalidParameterValue(
                 f"process_id exceeds maximum allowed length of {MAX_PROCESS_ID_BYTES} characters"
             )

@@ -1,4 +1,12 @@
-"""Cube Store's human-readable sizes (``humansize::format_size(n, humansize::DECIMAL)``).
+"""Byte lengths and Cube Store's human-readable sizes.
+
+:func:`utf8_len` is the one byte measure of the store: caps (payload, external id,
+process id, cache entry) and the sizes that INFO reports all count UTF-8 bytes, as Cube
+Store does on its Rust strings. Lone surrogates (which a PostgreSQL client cannot send,
+but a Python caller can) count as the three bytes ``surrogatepass`` gives them, instead of
+raising mid-step.
+
+:func:`format_size` is ``humansize::format_size(n, humansize::DECIMAL)``.
 
 Cube Store prints byte counts in the CACHE SET size error (dialect doc §4.1) and in the
 ``SYS CACHESTORE INFO`` / ``EVICTION`` rows (§5.1) with the Rust crate humansize's DECIMAL
@@ -18,11 +26,16 @@ from __future__ import annotations
 import math
 import sys
 
-__all__ = ["format_size"]
+__all__ = ["format_size", "utf8_len"]
 
 _DECIMAL_UNITS = ("B", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB")
 _KILO = 1000.0
 _DECIMAL_PLACES = 2
+
+
+def utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` in bytes (ASCII, the usual case, costs no encoding)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def format_size(size: int) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item
 from cubequeue.storage.queue_results import Result
-from cubequeue.storage.sizes import format_size
+from cubequeue.storage.sizes import format_size, utf8_len
 
 __all__ = ["item_row_size", "queue_info_rows", "result_row_size"]
 
@@ -27,9 +27,7 @@ _EXPIRED_SIZE = "Total size of keys that expired but were not truncated via comp
 
 
 def _utf8(value: str | None) -> int:
-    if value is None:
-        return 0
-    return len(value) if value.isascii() else len(value.encode("utf-8"))
+    return 0 if value is None else utf8_len(value)
 
 
 def item_row_size(item: Item) -> int:
