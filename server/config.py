@@ -42,3 +42,5 @@ class Config:
     queue_log_size: int = 10_000
     test_clock: bool = False
     shutdown_grace: int = 5
+    #: none, basic or off; None means "basic when --auth is not trust, else none"
+    console_auth: str | None = None

@@ -48,6 +48,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("plain", "json")
 AUTH_METHODS = ("trust", "scram-sha-256", "md5")
 WS_AUTH_METHODS = ("none", "basic")
+CONSOLE_AUTH_METHODS = ("none", "basic", "off")
 #: Cube Store's hard limit on how long a result is kept (dialect doc §8 rule 9).
 RESULTS_EXPIRE_MAX_S = 300
 
@@ -155,6 +156,8 @@ class Option:
     #: shown in --help as the unit of the default
     unit: str = ""
     is_bool: bool = False
+    #: --help's words for a default that depends on other options (the field is None)
+    default_help: str = ""
 
     @property
     def flag(self) -> str:
@@ -236,6 +239,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True),
     Option("shutdown_grace", "after SIGTERM, open connections end with 57P01 within this time",
            _NON_NEGATIVE, metavar="S", unit="s"),
+    Option("console_auth", "the web console at / and its JSON under /api/v1 on the HTTP "
+           "port: none (open), basic (the PostgreSQL wire's users) or off (removed)",
+           _choice(CONSOLE_AUTH_METHODS), metavar="METHOD",
+           default_help="basic when --auth is not trust, else none"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
@@ -253,7 +260,9 @@ def _help_text(opt: Option) -> str:
         env += f", or {opt.cubestore_env}{unit}"
     parts.append(env)
     default = opt.default
-    if default is None:
+    if opt.default_help:
+        parts.append("default: " + opt.default_help)
+    elif default is None:
         parts.append("default: none")
     elif opt.is_bool:
         parts.append("default: " + ("on" if default else "off"))
@@ -339,6 +348,9 @@ def _check_together(cfg: Config) -> None:
                           "--users-file")
     if cfg.ws_auth == "basic" and cfg.password is None and cfg.users_file is None:
         raise ConfigError("invalid value for --ws-auth: 'basic' needs --password or "
+                          "--users-file")
+    if cfg.console_auth == "basic" and cfg.password is None and cfg.users_file is None:
+        raise ConfigError("invalid value for --console-auth: 'basic' needs --password or "
                           "--users-file")
     if (cfg.tls_cert is None) != (cfg.tls_key is None):
         given, missing = ("--tls-cert", "--tls-key") if cfg.tls_key is None else (
