@@ -1,4 +1,4 @@
-"""Sans-I/O flatbuffers codec for Cube Store's ``HttpMessage`` (cube-client.md §3.2 and §3.3).
+"""Sans-I/O flatbuffers codec for Cube Store's ``HttpMessage`` (``http_message.fbs``).
 
 One binary WebSocket message holds one finished flatbuffer rooted at ``HttpMessage``: no
 size prefix, no file identifier. There is no ``flatc`` step in cubequeue; the tables of
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 
 import flatbuffers
 
@@ -48,6 +47,7 @@ from cubequeue.server.cubews.messages import (
     param_type,
 )
 from cubequeue.server.errors import ProtocolViolation
+from cubequeue.server.timestamps import format_iso_utc
 
 __all__ = [
     "MAX_TABLES",
@@ -68,8 +68,6 @@ _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
 _F64 = struct.Struct("<d")
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- decoding
@@ -269,23 +267,16 @@ def _decode_result_set(reader: _Reader, table: _Table) -> HttpResultSet:
 
 
 def cell_text(value: Value, column_type: ColumnType) -> str | None:
-    """One cell as Cube Store's legacy format sends it (dialect doc §1.5, §8 rules 6, 11):
-    every value is text, booleans ``true``/``false``, timestamps ISO 8601 UTC with ms."""
+    """One cell as Cube Store's legacy format sends it (``docs/dialect.md`` §1.5, §8 rules
+    6 and 11): every value is text, booleans ``true``/``false``, timestamps ISO 8601 UTC
+    with ms (:func:`cubequeue.server.timestamps.format_iso_utc`)."""
     if value is None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
     if column_type is ColumnType.TIMESTAMP and isinstance(value, int):
-        return _iso_ms(value)
+        return format_iso_utc(value)
     return str(value)
-
-
-def _iso_ms(ms: int) -> str:
-    try:
-        moment = _EPOCH + timedelta(milliseconds=ms)
-    except OverflowError:  # beyond datetime's years 1..9999: keep the number readable
-        return str(ms)
-    return f"{moment:%Y-%m-%dT%H:%M:%S}.{moment.microsecond // 1000:03d}Z"
 
 
 def _string_vector(builder: flatbuffers.Builder, items: Sequence[str]) -> int:

@@ -1,22 +1,23 @@
 """PostgreSQL type adapters: one dumper or loader per (type OID, format) pair.
 
-Only builtin OIDs are used (``postgres-wire.md`` §1 "Types"), because asyncpg introspects
-``pg_catalog`` for any OID it has no codec for. Result columns map from the store's
-:class:`ColumnType` as dialect doc §8 rule 6 and 11 say: String → text, Int → int8,
-Boolean → bool, Timestamp (integer ms since the epoch) → timestamptz. Both text (0) and
-binary (1) formats are implemented for every type, since asyncpg asks for binary results
-and sends binary parameters, and psycopg sends Python ints as binary int2.
+The OIDs and the column-type mapping are :mod:`cubequeue.server.pgwire.oids`'s. Both
+text (0) and binary (1) formats are implemented for every type, since asyncpg asks for
+binary results and sends binary parameters, and psycopg sends Python ints as binary int2.
+A text timestamptz is rendered in the session's ``TimeZone`` (:func:`row_dumper` takes
+the zone), by the formatter plain SQL's ``::text`` uses too; a binary one is an instant
+and carries no zone.
 
 Loaders turn parameter bytes into the plain values :func:`cubequeue.grammar.bind`
 accepts; whether a key is an id or a path follows from the Python type they return
-(``int`` for the integer OIDs, ``str`` for text-like ones), §8 rule 5.
+(``int`` for the integer OIDs, ``str`` for text-like ones), ``docs/dialect.md`` §8 rule 5.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
+from functools import lru_cache
 from typing import Final
 
 from cubequeue.grammar.errors import (
@@ -24,9 +25,29 @@ from cubequeue.grammar.errors import (
     InvalidTextRepresentation,
     QueueError,
 )
-from cubequeue.grammar.results import ColumnType, Value
+from cubequeue.grammar.results import Value
 from cubequeue.server.errors import ProtocolViolation
+from cubequeue.server.pgwire.oids import (
+    BOOL,
+    COLUMN_OIDS,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    INTEGER_OIDS,
+    JSON,
+    JSONB,
+    TEXT,
+    TIMESTAMPTZ,
+    TYPE_NAMES,
+    TYPE_SIZES,
+    UNKNOWN,
+    VARCHAR,
+    VOID,
+)
+from cubequeue.server.timestamps import EPOCH, format_timestamptz
 
+# The OID names stay importable from here for the modules that read them here.
 __all__ = [
     "BOOL",
     "COLUMN_OIDS",
@@ -54,47 +75,11 @@ __all__ = [
     "row_dumper",
 ]
 
-TEXT: Final = 25
-VARCHAR: Final = 1043
-INT2: Final = 21
-INT4: Final = 23
-INT8: Final = 20
-BOOL: Final = 16
-FLOAT8: Final = 701
-JSON: Final = 114
-JSONB: Final = 3802
-TIMESTAMPTZ: Final = 1184
-VOID: Final = 2278
-UNKNOWN: Final = 705  # "unknown": a literal whose type was not yet resolved
-
-#: the integer OIDs: a key parameter declared with one of these is an id (§8 rule 5)
-INTEGER_OIDS: Final = frozenset({INT2, INT4, INT8})
-
-#: ``typlen`` for RowDescription (-1: variable length)
-TYPE_SIZES: Final = {
-    TEXT: -1, VARCHAR: -1, INT2: 2, INT4: 4, INT8: 8, BOOL: 1, FLOAT8: 8,
-    JSON: -1, JSONB: -1, TIMESTAMPTZ: 8, VOID: 4, UNKNOWN: -2,
-}  # fmt: skip
-
-COLUMN_OIDS: Final = {
-    ColumnType.STRING: TEXT,
-    ColumnType.INT: INT8,
-    ColumnType.BOOLEAN: BOOL,
-    ColumnType.TIMESTAMP: TIMESTAMPTZ,
-}
-
-_NAMES: Final = {
-    TEXT: "text", VARCHAR: "character varying", INT2: "smallint", INT4: "integer",
-    INT8: "bigint", BOOL: "boolean", FLOAT8: "double precision", JSON: "json",
-    JSONB: "jsonb", TIMESTAMPTZ: "timestamp with time zone", VOID: "void", UNKNOWN: "unknown",
-}  # fmt: skip
-
 ParamValue = str | int | bool | float | None
 Dumper = Callable[[object], bytes]
 Loader = Callable[[bytes], ParamValue]
 RowDumper = Callable[[Sequence[Value]], tuple[bytes | None, ...]]
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 #: PostgreSQL's binary timestamps count microseconds from 2000-01-01
 _PG_EPOCH_US: Final = 946_684_800_000_000
 
@@ -129,18 +114,20 @@ def _float_text_out(value: object) -> bytes:
     return repr(float(value)).encode("ascii")  # type: ignore[arg-type]  # floats by schema
 
 
-def _timestamp_text(ms: int) -> str:
-    """PostgreSQL's ISO output in UTC: ``2026-11-30 15:04:05.123+00``, zeros trimmed."""
-    moment = _EPOCH + timedelta(milliseconds=ms)
-    text = moment.strftime("%Y-%m-%d %H:%M:%S")
-    frac = ms % 1000
-    if frac:
-        text += f".{frac:03d}".rstrip("0")
-    return text + "+00"
-
-
 def _timestamp_text_out(value: object) -> bytes:
-    return _timestamp_text(value).encode("ascii")  # type: ignore[arg-type]  # ms ints by schema
+    return format_timestamptz(value).encode("ascii")  # type: ignore[arg-type]  # ms ints
+
+
+@lru_cache(maxsize=64)
+def _timestamp_text_in_zone(tz: tzinfo) -> Dumper:
+    """The text timestamptz dumper of one session zone (UTC is the table's own)."""
+    if tz is UTC:
+        return _timestamp_text_out
+
+    def dump(value: object) -> bytes:
+        return format_timestamptz(value, tz).encode("ascii")  # type: ignore[arg-type]
+
+    return dump
 
 
 def _int2_bin_out(value: object) -> bytes:
@@ -191,13 +178,21 @@ _DUMPERS: Final[dict[tuple[int, int], Dumper]] = {
 }  # fmt: skip
 
 
-def dump_value(oid: int, fmt: int, value: object) -> bytes:
-    return _DUMPERS[(oid, fmt)](value)
+def _dumper(oid: int, fmt: int, tz: tzinfo) -> Dumper:
+    if oid == TIMESTAMPTZ and fmt == 0:
+        return _timestamp_text_in_zone(tz)
+    return _DUMPERS[(oid, fmt)]
 
 
-def row_dumper(oids: Sequence[int], formats: Sequence[int]) -> RowDumper:
-    """A function turning one row into DataRow values, fixed per (column OIDs, formats)."""
-    fns = [_DUMPERS[(oid, fmt)] for oid, fmt in zip(oids, formats, strict=True)]
+def dump_value(oid: int, fmt: int, value: object, tz: tzinfo = UTC) -> bytes:
+    """One non-NULL value as sent in format ``fmt``; ``tz`` is the session's TimeZone."""
+    return _dumper(oid, fmt, tz)(value)
+
+
+def row_dumper(oids: Sequence[int], formats: Sequence[int], tz: tzinfo = UTC) -> RowDumper:
+    """A function turning one row into DataRow values, fixed per (column OIDs, formats,
+    session zone): the zone matters only to text timestamptz columns."""
+    fns = [_dumper(oid, fmt, tz) for oid, fmt in zip(oids, formats, strict=True)]
     if len(fns) == 1:  # SELECT 1, QUEUE ADD's counts… : no generator for one column
         (only,) = fns
 
@@ -244,7 +239,7 @@ def _number_text_in(oid: int, parse: Callable[[str], int | float]) -> Loader:
             return parse(text)
         except ValueError:
             raise InvalidTextRepresentation(
-                f'invalid input syntax for type {_NAMES[oid]}: "{text}"'
+                f'invalid input syntax for type {TYPE_NAMES[oid]}: "{text}"'
             ) from None
 
     return load
@@ -291,7 +286,7 @@ def _timestamp_text_in(raw: bytes) -> int:
         ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
+    return (moment - EPOCH) // timedelta(milliseconds=1)
 
 
 def _timestamp_bin_in(raw: bytes) -> int:

@@ -1,20 +1,24 @@
 """The handful of SQL types plain SQL evaluates, and text ↔ value conversions.
 
-Values stay Python values end to end (style rule 7): ``int`` for int4/int8 and for
-timestamptz (ms since the epoch, as the store keeps time, dialect doc §8 rule 11), ``str``
-for text, ``bool`` for bool. INTERVAL (ms) exists only inside expressions
+Values stay Python values end to end: ``int`` for int4/int8 and for timestamptz (ms since
+the epoch, as the store keeps time, ``docs/dialect.md`` §8 rule 11), ``str`` for text,
+``bool`` for bool. INTERVAL (ms) exists only inside expressions
 (``now() - interval '5 minutes'``); UNKNOWN is an untyped string literal or NULL, which
-takes the type of what it meets, as in PostgreSQL.
+takes the type of what it meets, as in PostgreSQL. A timestamptz becomes text through
+:func:`cubequeue.server.timestamps.format_timestamptz`, the formatter the wire uses too,
+so ``created`` and ``created::text`` read alike in one row.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from cubequeue.grammar.errors import InvalidTextRepresentation
 from cubequeue.grammar.results import ColumnType, Value
+from cubequeue.server.pgwire import oids
+from cubequeue.server.timestamps import EPOCH, format_timestamptz, session_zone
 
 from .errors import (
     CannotCoerce,
@@ -22,20 +26,24 @@ from .errors import (
     InvalidDatetimeFormat,
     NumericValueOutOfRange,
 )
-from .outcome import OID_BOOL, OID_INT4, OID_INT8, OID_TEXT, OID_TIMESTAMPTZ, OID_VOID
 
 __all__ = ["SqlType", "cast_value", "format_timestamp", "parse_interval", "parse_timestamp", "zone"]
 
+#: the session TimeZone as a tzinfo (UTC when unknown); one definition, in timestamps
+zone = session_zone
+#: PostgreSQL's ISO text of a timestamptz in a zone; one definition, in timestamps
+format_timestamp = format_timestamptz
+
 
 class SqlType(enum.Enum):
-    INT4 = ("integer", OID_INT4, ColumnType.INT)
-    INT8 = ("bigint", OID_INT8, ColumnType.INT)
-    TEXT = ("text", OID_TEXT, ColumnType.STRING)
-    BOOL = ("boolean", OID_BOOL, ColumnType.BOOLEAN)
-    TIMESTAMPTZ = ("timestamp with time zone", OID_TIMESTAMPTZ, ColumnType.TIMESTAMP)
-    VOID = ("void", OID_VOID, ColumnType.STRING)
-    INTERVAL = ("interval", 1186, None)
-    UNKNOWN = ("unknown", OID_TEXT, ColumnType.STRING)
+    INT4 = ("integer", oids.INT4, ColumnType.INT)
+    INT8 = ("bigint", oids.INT8, ColumnType.INT)
+    TEXT = ("text", oids.TEXT, ColumnType.STRING)
+    BOOL = ("boolean", oids.BOOL, ColumnType.BOOLEAN)
+    TIMESTAMPTZ = ("timestamp with time zone", oids.TIMESTAMPTZ, ColumnType.TIMESTAMP)
+    VOID = ("void", oids.VOID, ColumnType.STRING)
+    INTERVAL = ("interval", oids.INTERVAL, None)
+    UNKNOWN = ("unknown", oids.TEXT, ColumnType.STRING)
 
     def __init__(self, pg_name: str, oid: int, column_type: ColumnType | None) -> None:
         self.pg_name = pg_name
@@ -77,32 +85,11 @@ def _text_to_bool(text: str) -> bool:
     raise InvalidTextRepresentation(f'invalid input syntax for type boolean: "{text}"')
 
 
-def zone(name: str) -> tzinfo:
-    """The session TimeZone as a tzinfo (UTC when unknown)."""
-    upper = name.upper()
-    if upper in ("UTC", "GMT", "Z", "ETC/UTC", "ETC/GMT"):
-        return UTC
-    m = re.fullmatch(r"([+-]?)(\d{1,2})(?::(\d\d))?", name)
-    if m:
-        # POSIX sign convention, as PostgreSQL reads a bare offset: '+02' means UTC+2.
-        delta = timedelta(hours=int(m.group(2)), minutes=int(m.group(3) or 0))
-        from datetime import timezone
-
-        return timezone(-delta if m.group(1) == "-" else delta)
-    from zoneinfo import ZoneInfo
-
-    try:
-        return ZoneInfo(name)
-    except (ValueError, OSError, KeyError):
-        return UTC
-
-
 _TS = re.compile(
     r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?)?"
     r"\s*(Z|UTC|[+-]\d{1,2}(?::?\d\d)?)?\s*$",
     re.I,
 )
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_timestamp(text: str, tz: tzinfo, now_ms: int) -> int:
@@ -133,24 +120,9 @@ def parse_timestamp(text: str, tz: tzinfo, now_ms: int) -> int:
         sign = -1 if off[0] == "-" else 1
         digits = off[1:].replace(":", "")
         hours, minutes = (int(digits), 0) if len(digits) <= 2 else (int(digits[:-2]), int(digits[-2:]))
-        from datetime import timezone
-
         dt = dt.replace(tzinfo=timezone(sign * timedelta(hours=hours, minutes=minutes)))
-    delta = dt - _EPOCH
+    delta = dt - EPOCH
     return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
-
-
-def format_timestamp(ms: int, tz: tzinfo) -> str:
-    """PostgreSQL's ISO output: ``2026-01-01 10:00:00.123+00`` (fraction trimmed)."""
-    dt = (_EPOCH + timedelta(milliseconds=ms)).astimezone(tz)
-    text = dt.strftime("%Y-%m-%d %H:%M:%S")
-    if dt.microsecond:
-        text += f".{dt.microsecond // 1000:03d}".rstrip("0")
-    off = dt.utcoffset() or timedelta(0)
-    total = int(off.total_seconds()) // 60
-    sign = "-" if total < 0 else "+"
-    hh, mm = divmod(abs(total), 60)
-    return f"{text}{sign}{hh:02d}" + (f":{mm:02d}" if mm else "")
 
 
 _IV_UNITS = {
@@ -209,7 +181,7 @@ def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int
             return "true" if value else "false"
         if src is SqlType.TIMESTAMPTZ:
             assert isinstance(value, int)
-            return format_timestamp(value, tz)
+            return format_timestamptz(value, tz)
         if src.is_int:
             return str(value)
     if src.is_int and dst.is_int:
