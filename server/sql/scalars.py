@@ -16,6 +16,7 @@ from sqlglot import exp
 from cubequeue.grammar.errors import FeatureNotSupported
 from cubequeue.grammar.results import Row, Value
 
+from .datetime_functions import ANONYMOUS, NODE_NAMES, compile_typed
 from .errors import DatatypeMismatch, UndefinedObject
 from .expressions import (
     _CMP,
@@ -44,6 +45,9 @@ _CASTS: Final = {
     DT.TEXT: (T.TEXT, "text"), DT.VARCHAR: (T.TEXT, "varchar"), DT.CHAR: (T.TEXT, "bpchar"),
     DT.BOOLEAN: (T.BOOL, "bool"), DT.TIMESTAMPTZ: (T.TIMESTAMPTZ, "timestamptz"),
     DT.INTERVAL: (T.INTERVAL, "interval"),
+    # Cube Store's CAST(x as TIMESTAMP) (CubeStoreQuery.timeStampCast): read as timestamptz
+    # in the session TimeZone, which is how PostgreSQL compares a timestamp with now().
+    DT.TIMESTAMP: (T.TIMESTAMPTZ, "timestamp"), DT.DATETIME: (T.TIMESTAMPTZ, "timestamp"),
 }
 _FUNC_NAMES: Final = {
     exp.Count: "count", exp.Min: "min", exp.Max: "max", exp.Sum: "sum", exp.Avg: "avg",
@@ -76,6 +80,8 @@ def output_name(node: exp.Expr) -> str:
         return output_name(node.expression)
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower()
+    if type(node) in NODE_NAMES:
+        return NODE_NAMES[type(node)]
     for cls, name in _FUNC_NAMES.items():
         if isinstance(node, cls):
             return name
@@ -303,12 +309,18 @@ def call_function(name: str, args: list[exp.Expr], scope: Scope,
         arity, build = _WITH_ARGS[name]
         if len(args) in arity:
             return build([compile_expr(a, scope) for a in args], scope)
+    if name in ANONYMOUS:
+        arity, build = ANONYMOUS[name]
+        if len(args) in arity:
+            return build([compile_expr(a, scope) for a in args], scope)
     if name == "coalesce" and args:
         return _coalesce(args, scope)
     raise FeatureNotSupported(
         f"cubequeue does not support the function {name}()",
         hint="Supported: count, min, max, sum, coalesce, lower, upper, length, now, "
-        "version, current_setting, current_user, current_database, pg_advisory_unlock_all.",
+        "version, current_setting, current_user, current_database, pg_advisory_unlock_all, "
+        "and Cube Store's unix_timestamp, floor, ceil, convert_tz, date_add, date_sub, "
+        "to_timestamp.",
     )
 
 
@@ -381,6 +393,9 @@ def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
         return call_function(str(node.this).lower(), list(node.expressions), scope, node)
     if isinstance(node, exp.Coalesce):
         return _coalesce([node.this, *node.expressions], scope)
+    typed = compile_typed(node, scope)
+    if typed is not None:
+        return typed
     for cls, name in _FUNC_NAMES.items():
         if isinstance(node, cls) and name not in ("count", "min", "max", "sum", "avg", "coalesce"):
             args = [a for a in (node.args.get("this"), *node.expressions) if isinstance(a, exp.Expr)]

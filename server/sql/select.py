@@ -1,5 +1,12 @@
 """The sqlglot boundary: parse a SELECT, plan it, run it (imported on first SELECT).
 
+``?`` placeholders (what Cube's driver writes) are numbered in order of appearance, as
+``$1, $2, …``. A statement that asks a pre-aggregation store for something (``FROM
+dev_pre_aggregations.…``, ``information_schema`` about another schema) is refused by
+:mod:`.refusals` before planning; Cube Store's own SQL (backquoted names) that sqlglot's
+postgres dialect cannot read is classified through its mysql dialect, for that only.
+The clock is the store's (``now_ms()`` of the store seam, storage/interface.py).
+
 sqlglot reads ``'…'`` as standard-conforming while cubequeue's server reports
 ``standard_conforming_strings = off`` (dialect doc §8 rule 4), so string literals are
 decoded by :func:`.lexer.for_sqlglot` before parsing. A statement sqlglot cannot parse is
@@ -25,6 +32,7 @@ from cubequeue.grammar.results import ResultSet
 from .expressions import Ctx
 from .lexer import for_sqlglot
 from .outcome import HINT
+from .refusals import refuse_select
 from .session import PlainSession
 from .sqltypes import zone
 from .statements import PlainStore
@@ -35,10 +43,39 @@ __all__ = ["execute", "plan_for"]
 _MENTIONS_SYSTEM = re.compile(r"\bsystem\s*\.", re.I)
 
 
+def _refusal_of_foreign(sql: str) -> Exception | None:
+    """The pre-aggregation refusal of SQL only Cube Store's dialect reads, if it is one."""
+    try:
+        trees = sqlglot.parse(sql, dialect="mysql")
+    except (ParseError, TokenError):
+        return None
+    for tree in trees:
+        if isinstance(tree, exp.Expr) and (refused := refuse_select(tree, sql)) is not None:
+            return refused
+    return None
+
+
+def _number_placeholders(tree: exp.Expr) -> exp.Expr:
+    """``?`` → ``$n`` in order of appearance (JDBC / Cube style placeholders)."""
+    counter = iter(range(1, 1 << 16))
+
+    def number(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder) and not node.name:
+            return exp.Placeholder(this=str(next(counter)))
+        return node
+
+    if tree.find(exp.Placeholder) is None:
+        return tree
+    return tree.transform(number, copy=False)
+
+
 def plan_for(sql: str) -> SelectPlan:
     try:
         trees = sqlglot.parse(for_sqlglot(sql), dialect="postgres")
     except (ParseError, TokenError) as e:
+        foreign = _refusal_of_foreign(sql)
+        if foreign is not None:
+            raise foreign from None
         if not _MENTIONS_SYSTEM.search(sql):
             raise unsupported(" ".join(sql.split()[:2])) from None
         info = e.errors[0] if isinstance(e, ParseError) and e.errors else {}
@@ -48,7 +85,16 @@ def plan_for(sql: str) -> SelectPlan:
     nodes = [t for t in trees if isinstance(t, exp.Expr)]
     if len(nodes) != 1:
         raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
-    return plan_select(nodes[0])
+    refused = refuse_select(nodes[0], sql)
+    if refused is not None:
+        raise refused
+    return plan_select(_number_placeholders(nodes[0]))
+
+
+def _now_ms(store: PlainStore) -> int:
+    """The store's clock: ``now_ms()`` where the store has it (the seam), else ``clock()``."""
+    now_ms = getattr(store, "now_ms", None)
+    return int(now_ms()) if callable(now_ms) else store.clock()
 
 
 @lru_cache(maxsize=64)
@@ -59,5 +105,5 @@ def _zone(name: str) -> tzinfo:
 def execute(plan: SelectPlan, store: PlainStore, session: PlainSession,
             params: Sequence[str | None]) -> ResultSet:
     tz = _zone(session.get("TimeZone") or "UTC")
-    ctx = Ctx(params, session, store.clock(), tz)
+    ctx = Ctx(params, session, _now_ms(store), tz)
     return plan.execute(store, ctx)

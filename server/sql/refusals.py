@@ -1,0 +1,114 @@
+"""Statements Cube sends to a pre-aggregation store, refused by what they ask for.
+
+When Cube Store is also Cube's pre-aggregation store, Cube's ``CubeStoreDriver`` and
+``BaseDriver`` (``@cubejs-backend/cubestore-driver`` / ``base-driver``, 0.35 and 1.x) send
+``CREATE SCHEMA IF NOT EXISTS``, ``CREATE TABLE … WITH (…) LOCATION …``, ``INSERT INTO``,
+``DROP TABLE``, ``SELECT schema_name FROM information_schema.schemata WHERE schema_name =
+'…'``, ``SELECT table_name, build_range_end FROM information_schema.tables WHERE
+table_schema = '…'`` and reads such as ``SELECT … FROM dev_pre_aggregations.orders_main…``.
+cubequeue keeps no tables (cube-client.md §4), so each of these is 0A000 naming the
+feature and the setup that works: pre-aggregations built in the source database.
+
+The decision reads the statement's structure, not a word in it: ``information_schema``
+queries about the system tables (psql, DBeaver) are not refused here; only those that ask
+about another schema or for Cube Store's ``build_range_end`` column are.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from sqlglot import exp
+
+from cubequeue.grammar.errors import FeatureNotSupported
+
+__all__ = ["OWN_SCHEMAS", "PREAGGREGATION_HINT", "refuse_select", "refuse_statement"]
+
+#: schemas cubequeue answers about: everything else is a pre-aggregation store's.
+OWN_SCHEMAS: Final = frozenset({"system", "information_schema", "pg_catalog", "public"})
+PREAGGREGATION_HINT: Final = (
+    "cubequeue serves Cube Store's queue and cache, not pre-aggregations, which need a "
+    "real Cube Store (CUBEJS_EXT_DB_TYPE=cubestore). With cubequeue, build pre-aggregations "
+    "in the source database: `external: false` on the pre-aggregation, or "
+    "CUBEJS_EXTERNAL_DEFAULT=false; refresh keys and the query cache keep working."
+)
+_MAX_SHOWN = 60
+_LEADING_NOISE: Final = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
+#: (leading words, feature) — the DDL and writes a pre-aggregation build sends.
+_STATEMENTS: Final = (
+    (re.compile(r"create\s+schema\b", re.I), "pre-aggregation schemas (CREATE SCHEMA)"),
+    (re.compile(r"create\s+(?:or\s+replace\s+)?table\b", re.I),
+     "pre-aggregation tables (CREATE TABLE)"),
+    (re.compile(r"create\s+(?:unique\s+)?index\b", re.I), "pre-aggregation indexes (CREATE INDEX)"),
+    (re.compile(r"create\s+source\b", re.I), "streaming pre-aggregation sources (CREATE SOURCE)"),
+    (re.compile(r"drop\s+(?:table|schema)\b", re.I), "pre-aggregation tables (DROP)"),
+    (re.compile(r"insert\s+into\b", re.I), "pre-aggregation tables (INSERT)"),
+    (re.compile(r"alter\s+table\b", re.I), "pre-aggregation tables (ALTER TABLE)"),
+    (re.compile(r"show\s+(?:schemas|tables)\b", re.I), "pre-aggregation schemas (SHOW)"),
+)
+#: information_schema columns that name the schema a query asks about.
+_SCHEMA_COLUMNS: Final = frozenset({"table_schema", "schema_name"})
+#: a Cube Store-only column (the build range of a partitioned pre-aggregation).
+_CUBESTORE_COLUMNS: Final = frozenset({"build_range_end", "build_range_start"})
+
+
+def _shown(sql: str) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
+
+
+def _refusal(feature: str, sql: str) -> FeatureNotSupported:
+    return FeatureNotSupported(
+        f"cubequeue does not support {feature}: {_shown(sql)}", hint=PREAGGREGATION_HINT
+    )
+
+
+def refuse_statement(sql: str) -> FeatureNotSupported | None:
+    """The refusal of a non-SELECT statement a pre-aggregation build sends, or None."""
+    start = _LEADING_NOISE.match(sql)
+    body = sql[start.end():] if start else sql
+    for pattern, feature in _STATEMENTS:
+        if pattern.match(body):
+            return _refusal(feature, body)
+    return None
+
+
+def _asks_other_schema(tree: exp.Expr) -> bool:
+    """``table_schema = 'x'`` / ``schema_name IN ('x', …)`` naming a schema not ours."""
+    for node in tree.find_all(exp.EQ, exp.In):
+        col, values = node.this, (
+            [node.expression] if isinstance(node, exp.EQ) else list(node.expressions)
+        )
+        if isinstance(node, exp.EQ) and not isinstance(col, exp.Column):
+            col, values = node.expression, [node.this]
+        if not isinstance(col, exp.Column) or col.name.lower() not in _SCHEMA_COLUMNS:
+            continue
+        if node.args.get("negate") or isinstance(node.parent, exp.Not):
+            continue
+        literals = [v.name.lower() for v in values if isinstance(v, exp.Literal) and v.is_string]
+        if any(name not in OWN_SCHEMAS for name in literals):
+            return True
+    return False
+
+
+def refuse_select(tree: exp.Expr, sql: str) -> FeatureNotSupported | None:
+    """The refusal of a SELECT that reads a pre-aggregation store, or None.
+
+    * ``FROM <schema>.<table>`` for a schema cubequeue does not have: a pre-aggregation
+      read (cubequeue has no tables outside ``system``);
+    * ``information_schema`` asked about another schema, or for ``build_range_end``:
+      Cube listing its pre-aggregation tables.
+    """
+    tables = list(tree.find_all(exp.Table))
+    for table in tables:
+        schema = table.db.lower()
+        if schema and schema not in OWN_SCHEMAS:
+            return _refusal("pre-aggregation reads (SELECT from a pre-aggregation table)", sql)
+    if not any(t.db.lower() == "information_schema" for t in tables):
+        return None
+    if any(c.name.lower() in _CUBESTORE_COLUMNS for c in tree.find_all(exp.Column)):
+        return _refusal("pre-aggregation tables (Cube Store's build ranges)", sql)
+    if _asks_other_schema(tree):
+        return _refusal("pre-aggregation schemas (information_schema)", sql)
+    return None
