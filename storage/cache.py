@@ -32,7 +32,6 @@ Contract, with the rules it follows:
 
 from __future__ import annotations
 
-import heapq
 from collections import OrderedDict
 
 from cubequeue.grammar.commands import (
@@ -48,6 +47,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ColumnType, ResultSet, Row, columns
 from cubequeue.storage.clock import Clock
+from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.sizes import format_size, utf8_len
 
@@ -70,8 +70,6 @@ _RUST_EMPTY = "cannot parse integer from empty string"
 _RUST_INVALID_DIGIT = "invalid digit found in string"
 _RUST_POS_OVERFLOW = "number too large to fit in target type"
 _RUST_NEG_OVERFLOW = "number too small to fit in target type"
-#: rebuild the expiry heap when stale entries outnumber live ones by this much
-_HEAP_SLACK = 64
 _EXPIRED_KEYS_DESCRIPTION = (
     "Total number of keys that expired but were not truncated via compaction."
 )
@@ -122,7 +120,7 @@ class CacheStore:
         "_expiry",
         "_limits",
         "_next_id",
-        "_with_ttl",
+        "_ttl_rows",
     )
 
     def __init__(self, clock: Clock, limits: Limits) -> None:
@@ -132,9 +130,9 @@ class CacheStore:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         #: index prefix ("" for no colon) → path → entry, in row-id order
         self._by_prefix: dict[str, dict[str, _Entry]] = {}
-        #: (expire, id, path); stale tuples are skipped when popped
-        self._expiry: list[tuple[int, int, str]] = []
-        self._with_ttl = 0
+        #: row id → entry, for the entries with a TTL (what the expiry heap's ids name)
+        self._ttl_rows: dict[int, _Entry] = {}
+        self._expiry = ExpiryHeap(self._ttl_live)
         self._next_id = 1
         self._bytes = 0
         self._evicted_keys = 0
@@ -233,7 +231,7 @@ class CacheStore:
         self._entries.clear()
         self._by_prefix.clear()
         self._expiry.clear()
-        self._with_ttl = 0
+        self._ttl_rows.clear()
         self._bytes = 0
         return EMPTY
 
@@ -347,17 +345,20 @@ class CacheStore:
         return now
 
     def _sweep(self, now: int) -> int:
-        heap = self._expiry  # compaction rebuilds it in place, so this alias stays valid
-        removed = 0
-        while heap and heap[0][0] <= now:
-            expire, id_, path = heapq.heappop(heap)
-            entry = self._entries.get(path)
-            if entry is None or entry.id != id_ or entry.expire != expire:
-                continue  # stale: the row was replaced, removed or re-timed since
-            self._drop(entry)
-            removed += 1
-        self._expired_keys += removed
-        return removed
+        due = self._expiry.pop_due(now)
+        if not due:
+            return 0
+        rows = self._ttl_rows
+        for id_ in due:
+            self._drop(rows[id_], in_sweep=True)
+        self._expired_keys += len(due)
+        return len(due)
+
+    def _ttl_live(self, due: int, id_: int) -> bool:
+        """A heap entry is live while its row exists with that very expiry (a new TTL
+        leaves the old entry behind)."""
+        entry = self._ttl_rows.get(id_)
+        return entry is not None and entry.expire == due
 
     def _insert(self, path: str, value: str, expire: int | None, size: int) -> None:
         prefix, key = _split(path)
@@ -376,43 +377,35 @@ class CacheStore:
         entry.size = size
         if expire != entry.expire:
             if entry.expire is not None:
-                self._with_ttl -= 1  # its heap tuple is stale from now on
+                del self._ttl_rows[entry.id]
+                self._expiry.note_dead()  # its heap entry is stale from now on
             entry.expire = expire
             if expire is not None:
                 self._schedule(entry, expire)
         self._entries.move_to_end(entry.path)
 
     def _schedule(self, entry: _Entry, expire: int) -> None:
-        self._with_ttl += 1
-        heapq.heappush(self._expiry, (expire, entry.id, entry.path))
-        self._compact_expiry()
+        self._ttl_rows[entry.id] = entry
+        self._expiry.push(expire, entry.id)
 
-    def _compact_expiry(self) -> None:
-        """Re-timed and deleted rows leave stale heap tuples; rebuild (in place) once they
-        outnumber the live ones, so the heap stays O(rows with a TTL), amortized O(1)."""
-        heap = self._expiry
-        if len(heap) > 2 * self._with_ttl + _HEAP_SLACK:
-            heap[:] = [
-                (e.expire, e.id, e.path) for e in self._entries.values() if e.expire is not None
-            ]
-            heapq.heapify(heap)
-
-    def _drop(self, entry: _Entry) -> None:
-        """Remove one entry from every structure."""
+    def _drop(self, entry: _Entry, *, in_sweep: bool = False) -> None:
+        """Remove one entry from every structure (``in_sweep``: its expiry entry is
+        popped already)."""
         index = entry.prefix or ""
         group = self._by_prefix[index]
         del group[entry.path]
         if not group:
             del self._by_prefix[index]
-        self._forget(entry)
+        self._forget(entry, in_sweep=in_sweep)
 
-    def _forget(self, entry: _Entry) -> None:
+    def _forget(self, entry: _Entry, *, in_sweep: bool = False) -> None:
         """Remove an entry from everything but the prefix index (PURGE drops that whole)."""
         del self._entries[entry.path]
         self._bytes -= entry.size
         if entry.expire is not None:
-            self._with_ttl -= 1
-            self._compact_expiry()
+            del self._ttl_rows[entry.id]
+            if not in_sweep:
+                self._expiry.note_dead()
 
     def _evict_over_limits(self) -> int:
         """allkeys-lru until keys ≤ max_keys and bytes ≤ max_bytes; spares the MRU entry."""

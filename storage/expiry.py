@@ -1,14 +1,16 @@
-"""The expiry heap: items and results leave memory when they expire (dialect doc §8 rule 9).
+"""The expiry heap that queue items, queue results and cache entries share
+(``docs/dialect.md`` §8 rule 9: expired rows leave memory).
 
-One min-heap of (due, id, kind), each entry packed into one int, where ``due`` is the first millisecond at which the row is
-gone: an item at its ``expire`` (index lookups skip ``expire <= now``, §2.7), a result one
-millisecond after its ``expire`` (results are returned while ``expire >= now``, §2.7).
+A min-heap of (due, id) pairs, each packed into one int, where ``due`` is the first
+millisecond at which the row is gone. The owner keeps the rows; the heap only knows ids
+and asks the owner's ``live(due, id)`` predicate whether an entry still stands for a row.
 
-The store checks the heap at the start of each step, so an idle store does no work and a
-step with nothing due pays one comparison. Rows removed for other reasons (ACK, CANCEL…)
-leave their entry behind; the caller reports them with :meth:`discard`, and once dead
-entries outnumber live ones the heap is rebuilt, keeping memory proportional to live rows
-at O(1) amortized cost per removal.
+The owner checks the heap at the start of each step, so an idle store does no work and a
+step with nothing due pays one comparison. A row removed for another reason (ACK, CANCEL,
+REMOVE, a new TTL…) leaves its entry behind: the owner reports it with
+:meth:`ExpiryHeap.note_dead`, and once dead entries outnumber live ones the heap is rebuilt
+from the live ones, so memory stays proportional to live rows at O(1) amortized cost per
+removal. Popping never returns a dead entry.
 """
 
 from __future__ import annotations
@@ -16,60 +18,73 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-__all__ = ["ITEM", "RESULT", "ExpiryHeap"]
+__all__ = ["REBUILD_AFTER", "ExpiryHeap", "Liveness"]
 
-ITEM = 0
-RESULT = 1
+#: ``live(due, id)``: does this entry still stand for a row due at ``due``?
+Liveness = Callable[[int, int], bool]
 
-_MIN_REBUILD = 1024
+#: dead entries tolerated before a rebuild is considered (then: once they are the majority)
+REBUILD_AFTER = 1024
+#: dues are shifted by this so that a negative due still packs in order
 _BIAS = 1 << 63
-_ID_MASK = (1 << 64) - 1
+_ID_BITS = 64
+_ID_MASK = (1 << _ID_BITS) - 1
 
 
 class ExpiryHeap:
-    __slots__ = ("_dead", "_heap")
+    __slots__ = ("_dead", "_heap", "_live")
 
-    def __init__(self) -> None:
+    def __init__(self, live: Liveness) -> None:
         self._heap: list[int] = []
         self._dead = 0
+        self._live = live
 
     def __len__(self) -> int:
+        """Entries held, dead ones included."""
         return len(self._heap)
 
-    def push(self, due: int, kind: int, id_: int) -> None:
-        heapq.heappush(self._heap, (((due + _BIAS) << 64 | id_) << 1) | kind)
+    def push(self, due: int, id_: int) -> None:
+        heapq.heappush(self._heap, (due + _BIAS) << _ID_BITS | id_)
 
     def next_due(self) -> int | None:
-        return (self._heap[0] >> 65) - _BIAS if self._heap else None
+        """The earliest due held (perhaps a dead entry's: an early look costs nothing)."""
+        return (self._heap[0] >> _ID_BITS) - _BIAS if self._heap else None
 
-    def pop_due(self, now: int) -> list[tuple[int, int]]:
-        """Remove and return (kind, id) of every entry due at ``now``, oldest first."""
+    def pop_due(self, now: int) -> list[int]:
+        """Remove every entry due at or before ``now``; the ids of the live ones, oldest
+        first, each once (liveness is judged before the caller removes any row)."""
         heap = self._heap
         # entries due at or before now are exactly those below the first key of now + 1
-        limit = (now + 1 + _BIAS) << 65
+        limit = (now + 1 + _BIAS) << _ID_BITS
         if not heap or heap[0] >= limit:
             return []
-        out: list[tuple[int, int]] = []
+        live = self._live
+        out: list[int] = []
+        dead = 0
+        previous = -1
         while heap and heap[0] < limit:
             entry = heapq.heappop(heap)
-            out.append((entry & 1, (entry >> 1) & _ID_MASK))
+            id_ = entry & _ID_MASK
+            if entry != previous and live((entry >> _ID_BITS) - _BIAS, id_):
+                out.append(id_)
+            else:
+                dead += 1
+            previous = entry
+        if dead:
+            self._dead = max(0, self._dead - dead)
         return out
 
-    def discard(self, live: Callable[[int, int], bool]) -> None:
-        """Note that one tracked row left early; rebuild when dead entries dominate.
-
-        ``live(kind, id)`` tells whether an entry's row still exists.
-        """
+    def note_dead(self) -> None:
+        """One row left before its due, so its entry is dead; rebuild when dead entries
+        dominate (a rebuild also drops duplicate entries)."""
         self._dead += 1
-        if self._dead > _MIN_REBUILD and self._dead * 2 > len(self._heap):
-            self._heap = [e for e in self._heap if live(e & 1, (e >> 1) & _ID_MASK)]
+        if self._dead > REBUILD_AFTER and self._dead * 2 > len(self._heap):
+            live = self._live
+            kept = {e for e in self._heap if live((e >> _ID_BITS) - _BIAS, e & _ID_MASK)}
+            self._heap = list(kept)
             heapq.heapify(self._heap)
             self._dead = 0
 
     def clear(self) -> None:
         self._heap.clear()
         self._dead = 0
-
-    def forget_dead(self, count: int) -> None:
-        """``count`` entries popped by :meth:`pop_due` were already dead."""
-        self._dead = max(0, self._dead - count)

@@ -1,14 +1,15 @@
-"""The queue's state and its primitive transitions (dialect doc §2, §8 rules 2, 9, issue 9).
+"""The queue's state and its primitive transitions (``docs/dialect.md`` §2, §8 rules 2, 9).
 
 :class:`QueueState` owns every queue structure: items by id and by path, the per-prefix
-pending/active sets (:mod:`.prefixes`), the results and waiters (:mod:`.queue_results`),
-the expiry heap (:mod:`.expiry`) and the departure log (:mod:`.queue_log`). Commands
+pending/active sets (:mod:`.prefixes`), the acknowledged results (:mod:`.ack_results`),
+the RESULT_BLOCKING waiters (:mod:`.waiters`), the expiry heaps (:mod:`.expiry`) and the
+departure log (:mod:`.queue_log`). Commands
 (:mod:`.queue_commands`) validate first and then call these primitives, which never fail,
 so a statement that raises has changed nothing.
 
 Effects that must run *after* a step commits (waiter callbacks, §8 rule 13, and the
-``on_departure`` hook) are queued in :attr:`QueueState.after`; the store runs them once
-the command returned.
+``on_departure`` hook) are queued in :attr:`QueueState.post_commit`; the store runs them
+once the command returned.
 
 Ids come from one monotonic sequence starting at 1, shared by all prefixes, never reused
 and not reset by TRUNCATE (§2.5); a result takes its item's id (§2.3).
@@ -19,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 
-from cubequeue.storage.expiry import ITEM, RESULT, ExpiryHeap
+from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Departure, DepartureLog, Reason
-from cubequeue.storage.queue_results import Result, Results, Waiters
+from cubequeue.storage.ack_results import Result, Results
+from cubequeue.storage.waiters import Waiters
 
 __all__ = ["QueueState"]
 
@@ -40,7 +42,7 @@ class QueueState:
         "_next_sweep",
         "_on_departure",
         "_result_expiry",
-        "after",
+        "post_commit",
         "log",
         "prefixes",
         "results",
@@ -61,15 +63,15 @@ class QueueState:
         self.log = DepartureLog(queue_log_size)
         # two heaps: results expire minutes after their ACK, items hours after their ADD,
         # so in one heap every result would sift up past the items (O(log n) cache misses)
-        self._item_expiry = ExpiryHeap()
-        self._result_expiry = ExpiryHeap()
+        self._item_expiry = ExpiryHeap(self._item_live)
+        self._result_expiry = ExpiryHeap(self._result_live)
         #: no heap entry is due before this instant, so :meth:`sweep` returns at once
         #: until then (never later than the true earliest due; earlier only costs a look)
         self._next_sweep = _NEVER
         self._next_id = 1
         self._on_departure = on_departure
         #: post-commit effects of the current step, run by the store
-        self.after: list[Callable[[], None]] = []
+        self.post_commit: list[Callable[[], None]] = []
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -136,48 +138,50 @@ class QueueState:
         self._by_id[item.id] = item
         self._by_path[path] = item
         state.add_pending(item)
-        self._item_expiry.push(expire, ITEM, item.id)
+        self._item_expiry.push(expire, item.id)
         if expire < self._next_sweep:
             self._next_sweep = expire
         return item, state
 
-    def depart(self, item: Item, reason: Reason, now: int, *, early: bool = True) -> None:
-        """Remove ``item`` from every index and log its departure (issue 9)."""
+    def depart(self, item: Item, reason: Reason, now: int, *, in_sweep: bool = False) -> None:
+        """Remove ``item`` from every index and log its departure; ``in_sweep``: the sweep
+        popped its expiry entry already (otherwise that entry is now dead)."""
         del self._by_id[item.id]
         del self._by_path[item.path]
         state = self.prefixes.get(item.prefix)
         if state is not None:
             state.remove(item)
             self.prefixes.release(state)
-        if early:
-            self._item_expiry.discard(self._live)
+        if not in_sweep:
+            self._item_expiry.note_dead()
         departure = Departure.of(item, reason, now)
         self.log.record(departure)
         hook = self._on_departure
         if hook is not None:
-            self.after.append(partial(hook, departure))
+            self.post_commit.append(partial(hook, departure))
 
     def add_result(self, result: Result) -> None:
         self.results.add(result)
         self.prefixes.ensure(result.prefix).results += 1
         # due one ms after expire: results are readable while expire >= now (§2.7)
         due = result.expire + 1
-        self._result_expiry.push(due, RESULT, result.id)
+        self._result_expiry.push(due, result.id)
         if due < self._next_sweep:
             self._next_sweep = due
 
-    def remove_result(self, result: Result, *, early: bool = True) -> None:
+    def remove_result(self, result: Result, *, in_sweep: bool = False) -> None:
         self.results.remove(result)
         state = self.prefixes.get(result.prefix)
         if state is not None:
             state.results -= 1
             self.prefixes.release(state)
-        if early:
-            self._result_expiry.discard(self._live)
+        if not in_sweep:
+            self._result_expiry.note_dead()
 
-    def _live(self, kind: int, id_: int) -> bool:
-        if kind == ITEM:
-            return id_ in self._by_id
+    def _item_live(self, due: int, id_: int) -> bool:
+        return id_ in self._by_id  # an item's expiry never changes: its id decides
+
+    def _result_live(self, due: int, id_: int) -> bool:
         return self.results.by_id(id_) is not None
 
     def sweep(self, now: int) -> None:
@@ -193,24 +197,14 @@ class QueueState:
         )
 
     def _sweep(self, now: int) -> None:
-        dead = 0
-        for _, id_ in self._item_expiry.pop_due(now):
-            item = self._by_id.get(id_)
-            if item is None:
-                dead += 1
-            else:
-                self.depart(item, "expired", now, early=False)
-        if dead:
-            self._item_expiry.forget_dead(dead)
-        dead = 0
-        for _, id_ in self._result_expiry.pop_due(now):
-            result = self.results.by_id(id_)
-            if result is None:
-                dead += 1
-            else:
-                self.remove_result(result, early=False)
-        if dead:
-            self._result_expiry.forget_dead(dead)
+        by_id = self._by_id
+        for id_ in self._item_expiry.pop_due(now):
+            self.depart(by_id[id_], "expired", now, in_sweep=True)
+        results = self.results
+        for id_ in self._result_expiry.pop_due(now):
+            result = results.by_id(id_)
+            assert result is not None  # pop_due returns live entries only
+            self.remove_result(result, in_sweep=True)
 
     def truncate(self, now: int) -> None:
         """QUEUE TRUNCATE (§3.13): every item and result; ids are not reset."""
@@ -219,7 +213,7 @@ class QueueState:
             self.log.record(departure)
             hook = self._on_departure
             if hook is not None:
-                self.after.append(partial(hook, departure))
+                self.post_commit.append(partial(hook, departure))
         self._by_id.clear()
         self._by_path.clear()
         self.results.clear()

@@ -30,13 +30,14 @@ from cubequeue.grammar.commands import (
 )
 from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
-from cubequeue.storage import bound
+from cubequeue.storage import bound_fields
 from cubequeue.storage.extra_json import merge_extra
 from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
-from cubequeue.storage.queue_results import Callback, Result, Waiter
+from cubequeue.storage.ack_results import Result
+from cubequeue.storage.waiters import Callback, Waiter
 from cubequeue.storage.sizes import utf8_len
 
 __all__ = ["QueueCommands"]
@@ -105,11 +106,11 @@ class QueueCommands:
     def _add(self, cmd: QueueAdd | QueueAddAndRetrieve, process_id: str | None,
              now: int) -> tuple[Item, bool]:
         """ADD's checks, duplicate detection and insert (§3.1); the item and ``added``."""
-        path = bound.text(cmd.path)
-        payload = bound.text(cmd.payload)
-        priority = bound.num(cmd.priority)
-        orphaned = bound.opt_num(cmd.orphaned)
-        external_id = bound.opt_text(cmd.external_id)
+        path = bound_fields.text(cmd.path)
+        payload = bound_fields.text(cmd.payload)
+        priority = bound_fields.num(cmd.priority)
+        orphaned = bound_fields.opt_num(cmd.orphaned)
+        external_id = bound_fields.opt_text(cmd.external_id)
         self._check_add(cmd.exclusive, external_id, process_id, payload)
         existing = self._q.by_path(path)
         if existing is not None:
@@ -142,7 +143,7 @@ class QueueCommands:
         self, cmd: QueueAddAndRetrieve, process_id: str | None, now: int
     ) -> ResultSet:
         """§8 rule 1: ADD, then claim when ``active + other pending < concurrency``."""
-        concurrency = bound.num(cmd.concurrency)
+        concurrency = bound_fields.num(cmd.concurrency)
         item, added = self._add(cmd, process_id, now)
         state = self._q.prefixes.ensure(item.prefix)
         state.last_concurrency = concurrency
@@ -160,8 +161,8 @@ class QueueCommands:
 
     def queue_retrieve(self, cmd: QueueRetrieve, process_id: str | None, now: int) -> ResultSet:
         """§3.3: concurrency first, then lookup, LOCK_FAILED, the exclusive rules."""
-        path = bound.text(cmd.path)
-        concurrency = bound.num(cmd.concurrency)
+        path = bound_fields.text(cmd.path)
+        concurrency = bound_fields.num(cmd.concurrency)
         state = self._q.prefixes.get(path_prefix(path))
         pending = 0 if state is None else state.pending_count
         claimed: Item | None = None
@@ -188,8 +189,8 @@ class QueueCommands:
     def queue_ack(self, cmd: QueueAck, process_id: str | None, now: int) -> ResultSet:
         """§3.4 with §8 rule 8 (replace an older same path + external_id result) and the
         waiter delivery of §3.12 step 3 / §8 rule 13."""
-        key = bound.key(cmd.key)
-        value = bound.opt_text(cmd.result)
+        key = bound_fields.key(cmd.key)
+        value = bound_fields.opt_text(cmd.result)
         if value is not None:
             self._check_payload(value, "result")
         item = self._q.find(key)
@@ -219,7 +220,7 @@ class QueueCommands:
         if by_id or by_path:
             delivered = ResultSet(_RESULT_COLUMNS, [(value, "success", str(item.id), None)])
             for waiter in q.waiters.take(item.id, item.path):
-                q.after.append(partial(waiter.callback, delivered))
+                q.post_commit.append(partial(waiter.callback, delivered))
         return ResultSet(cmd.RESULT_COLUMNS, [(True,)])
 
     def _cancel_reason(self, item: Item, now: int) -> Reason:
@@ -236,20 +237,20 @@ class QueueCommands:
 
     def queue_cancel(self, cmd: QueueCancel, process_id: str | None, now: int) -> ResultSet:
         """§3.5: delete in any status; no result, no waiter woken."""
-        item = self._q.find(bound.key(cmd.key))
+        item = self._q.find(bound_fields.key(cmd.key))
         if item is None:
             return ResultSet(cmd.RESULT_COLUMNS, [])
         self._q.depart(item, self._cancel_reason(item, now), now)
         return ResultSet(cmd.RESULT_COLUMNS, [(item.payload, item.extra)])
 
     def queue_get(self, cmd: QueueGet, process_id: str | None, now: int) -> ResultSet:
-        item = self._q.find(bound.key(cmd.key))
+        item = self._q.find(bound_fields.key(cmd.key))
         rows: list[Row] = [] if item is None else [(item.payload, item.extra)]
         return ResultSet(cmd.RESULT_COLUMNS, rows)
 
     def queue_heartbeat(self, cmd: QueueHeartbeat, process_id: str | None, now: int) -> ResultSet:
         """§3.7: any status; an unknown key is ignored; ``expire`` is unchanged."""
-        item = self._q.find(bound.key(cmd.key))
+        item = self._q.find(bound_fields.key(cmd.key))
         if item is not None:
             state = self._q.prefixes.ensure(item.prefix)
             state.beat(item, now)
@@ -259,8 +260,8 @@ class QueueCommands:
         self, cmd: QueueMergeExtra, process_id: str | None, now: int
     ) -> ResultSet:
         """§3.8: verbatim first write, then a shallow merge (see :mod:`.extra_json`)."""
-        item = self._q.find(bound.key(cmd.key))
-        json_text = bound.text(cmd.json)
+        item = self._q.find(bound_fields.key(cmd.key))
+        json_text = bound_fields.text(cmd.json)
         if item is not None:
             item.extra = merge_extra(item.extra, json_text)
         return EMPTY
@@ -295,14 +296,14 @@ class QueueCommands:
         return rows
 
     def queue_list(self, cmd: QueueList, process_id: str | None, now: int) -> ResultSet:
-        rows = self.list_rows(bound.text(cmd.prefix), cmd.status, cmd.with_payload, process_id)
+        rows = self.list_rows(bound_fields.text(cmd.prefix), cmd.status, cmd.with_payload, process_id)
         return ResultSet(cmd.result_columns(), rows)
 
     def queue_to_cancel(self, cmd: QueueToCancel, process_id: str | None, now: int) -> ResultSet:
         """§3.10 with §8 rule 2: elapsed ms compared strictly; ascending id; no filter."""
-        prefix = bound.text(cmd.prefix)
-        heartbeat_timeout = bound.opt_num(cmd.heartbeat_timeout)
-        orphaned_timeout = bound.opt_num(cmd.orphaned_timeout)
+        prefix = bound_fields.text(cmd.prefix)
+        heartbeat_timeout = bound_fields.opt_num(cmd.heartbeat_timeout)
+        orphaned_timeout = bound_fields.opt_num(cmd.orphaned_timeout)
         q = self._q
         state = q.prefixes.get(prefix)
         if state is None:
@@ -346,15 +347,15 @@ class QueueCommands:
         return result
 
     def queue_result(self, cmd: QueueResult, process_id: str | None, now: int) -> ResultSet:
-        result = self._lookup_result(bound.key(cmd.key), bound.opt_text(cmd.external_id))
+        result = self._lookup_result(bound_fields.key(cmd.key), bound_fields.opt_text(cmd.external_id))
         return ResultSet(cmd.RESULT_COLUMNS, [] if result is None else [result.row()])
 
     def queue_result_blocking(
         self, cmd: QueueResultBlocking, callback: Callback, now: int
     ) -> ResultSet | Waiter:
         """§3.12 steps 1 and 2: the RESULT lookup at once, else a registered waiter."""
-        key = bound.key(cmd.key)
-        bound.num(cmd.timeout)
+        key = bound_fields.key(cmd.key)
+        bound_fields.num(cmd.timeout)
         result = self._lookup_result(key, None)
         if result is not None:
             return ResultSet(cmd.RESULT_COLUMNS, [result.row()])
@@ -366,7 +367,7 @@ class QueueCommands:
 
     def queue_purge(self, cmd: QueuePurge, process_id: str | None, now: int) -> ResultSet:
         """issue 9: the prefix's items (or only pending / active ones); no waiter, no result."""
-        prefix = bound.text(cmd.prefix)
+        prefix = bound_fields.text(cmd.prefix)
         state = self._q.prefixes.get(prefix)
         doomed: list[Item] = []
         if state is not None:

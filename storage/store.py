@@ -9,7 +9,7 @@ nothing, because every command validates before it mutates.
 
 The store never waits and never imports asyncio: RESULT_BLOCKING either answers at once or
 registers the server's callback (:meth:`Store.result_blocking`); the server owns the
-timeout and withdraws the :class:`~cubequeue.storage.queue_results.Waiter`.
+timeout and withdraws the :class:`~cubequeue.storage.waiters.Waiter`.
 """
 
 from __future__ import annotations
@@ -51,16 +51,16 @@ from cubequeue.grammar.errors import (
     InvalidParameterValue,
 )
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
-from cubequeue.storage import bound
+from cubequeue.storage import bound_fields
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.clock import AdjustableClock, Clock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_commands import QueueCommands
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.queue_results import Callback, Waiter
+from cubequeue.storage.waiters import Callback, Waiter
 from cubequeue.storage.stats import PrefixCounts, StoreStats
-from cubequeue.storage.sysinfo import queue_info_rows
+from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.system_tables import (
     queue_prefixes_table,
     queue_results_table,
@@ -133,10 +133,10 @@ class Store:
     def _commit(self) -> None:
         """Run the step's post-commit effects; a failing callback is logged, not raised,
         because the step it follows has committed."""
-        effects = self._queue.after
+        effects = self._queue.post_commit
         if not effects:
             return
-        self._queue.after = []
+        self._queue.post_commit = []
         for effect in effects:
             try:
                 effect()
@@ -154,15 +154,15 @@ class Store:
         queue = self._queue
         now = self.clock()
         queue.sweep(now)
-        after = queue.after
-        swept = len(after)  # the sweep's departures happen whatever follows
+        effects = queue.post_commit
+        swept = len(effects)  # the sweep's departures happen whatever follows
         try:
             result = handler(cmd, process_id, now)
         except BaseException:
-            del after[swept:]
+            del effects[swept:]
             self._commit()
             raise
-        if after:
+        if effects:
             self._commit()
         return result
 
@@ -202,7 +202,7 @@ class Store:
         if not self.limits.clock_control or not isinstance(clock, AdjustableClock):
             raise InsufficientPrivilege(_CLOCK_DISABLED)
         if cmd.action == "advance":
-            ms = bound.opt_num(cmd.ms)
+            ms = bound_fields.opt_num(cmd.ms)
             if ms is None or ms < 0:
                 raise InvalidParameterValue(
                     f"SYS CLOCK ADVANCE needs a non-negative number of milliseconds, actual: {ms}"

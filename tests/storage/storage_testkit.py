@@ -24,7 +24,7 @@ from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.queue_results import Waiter
+from cubequeue.storage.waiters import Waiter
 from cubequeue.storage.store import Store
 
 START = 1_700_000_000_000

@@ -18,6 +18,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, Column, ColumnType
 from cubequeue.storage.cache import SYSTEM_CACHE_COLUMNS, CacheStore
+from cubequeue.storage.expiry import REBUILD_AFTER
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.sizes import format_size
@@ -656,7 +657,7 @@ def test_sweep_on_idle_store_does_nothing(cache):
 def test_expiry_heap_stays_bounded_under_retiming(cache):
     for n in range(5000):
         put(cache, "k", str(n), ttl=1000 + n)
-    assert len(cache._expiry) <= 2 * 1 + 64 + 1
+    assert len(cache._expiry) <= 2 * 1 + REBUILD_AFTER + 1
 
 
 def test_incr_on_a_ttl_key_does_not_reschedule_its_expiry(cache):
@@ -671,7 +672,7 @@ def test_expiry_heap_stays_bounded_after_removes(cache):
         put(cache, f"k{n}", "v", ttl=1000)
     for n in range(2000):
         cache.cache_remove(CacheRemove(key=f"k{n}"))
-    assert len(cache._expiry) <= 64 + 1
+    assert len(cache._expiry) <= REBUILD_AFTER + 1
 
 
 # --------------------------------------------------------------- system tables

@@ -8,6 +8,7 @@ from storage_testkit import HOUR, START, harness
 from cubequeue.grammar.commands import SysCachestore
 from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.grammar.results import ResultSet
+from cubequeue.storage.expiry import REBUILD_AFTER
 from cubequeue.storage.limits import Limits
 
 
@@ -113,7 +114,7 @@ def test_acked_items_do_not_leak_expiry_entries() -> None:
         h.add(f"q:{i}")
         h.ack(f"q:{i}", None)
     heap = h.store._queue._item_expiry
-    assert len(heap) <= 2 * 1024 + 2
+    assert len(heap) <= 2 * REBUILD_AFTER + 2
 
 
 def test_start_plus_ttl_matches_system_table_times() -> None:

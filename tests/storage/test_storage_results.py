@@ -16,7 +16,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.queue_results import Waiter
+from cubequeue.storage.waiters import Waiter
 
 # -- ACK ----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item
-from cubequeue.storage.queue_results import Result
+from cubequeue.storage.ack_results import Result
 from cubequeue.storage.sizes import format_size, utf8_len
 
 __all__ = ["item_row_size", "queue_info_rows", "result_row_size"]
