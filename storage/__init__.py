@@ -11,10 +11,10 @@ from cubequeue.grammar.results import EMPTY, Column, ColumnType, ResultSet
 from cubequeue.storage.clock import AdjustableClock, Clock, FakeClock
 from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.waiters import Waiter
 from cubequeue.storage.sizes import utf8_len
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.store import SYSTEM_TABLES, Store
+from cubequeue.storage.waiters import Waiter
 
 __all__ = [
     "EMPTY",

@@ -42,10 +42,11 @@ from cubequeue.grammar.commands import (
     CacheRemove,
     CacheSet,
     CacheTruncate,
-    Param,
 )
-from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
+from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ColumnType, ResultSet, Row, columns
+from cubequeue.storage import bound_fields
+from cubequeue.storage.cachestore_info import InfoRow, table_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
@@ -70,10 +71,6 @@ _RUST_EMPTY = "cannot parse integer from empty string"
 _RUST_INVALID_DIGIT = "invalid digit found in string"
 _RUST_POS_OVERFLOW = "number too large to fit in target type"
 _RUST_NEG_OVERFLOW = "number too small to fit in target type"
-_EXPIRED_KEYS_DESCRIPTION = (
-    "Total number of keys that expired but were not truncated via compaction."
-)
-_EXPIRED_SIZE_DESCRIPTION = "Total size of keys that expired but were not truncated via compaction."
 _DELETE_SKIPPED_DESCRIPTION = (
     "Number of rows which was scheduled for deletion (from eviction), but were deleted by "
     "another process (compaction / delete)"
@@ -169,9 +166,9 @@ class CacheStore:
 
     def cache_set(self, cmd: CacheSet) -> ResultSet:
         """§4.1: size check, then NX / replace / insert; evicts in the same step."""
-        path = _text(cmd.key)
-        value = _text(cmd.value)
-        ttl = _ttl(cmd.ttl)
+        path = bound_fields.text(cmd.key)
+        value = bound_fields.text(cmd.value)
+        ttl = bound_fields.opt_num(cmd.ttl)
         value_bytes = utf8_len(value)
         max_entry = self._limits.cache_max_entry_bytes
         if value_bytes >= max_entry:
@@ -201,7 +198,7 @@ class CacheStore:
 
     def cache_get(self, cmd: CacheGet) -> ResultSet:
         """§4.2: always one row; NULL when missing or expired; a hit is a use."""
-        path = _text(cmd.key)
+        path = bound_fields.text(cmd.key)
         self._begin()
         entry = self._entries.get(path)
         if entry is None:
@@ -211,14 +208,14 @@ class CacheStore:
 
     def cache_keys(self, cmd: CacheKeys) -> ResultSet:
         """§4.3: full paths whose prefix equals the pattern, in row-id order."""
-        prefix = _pattern_prefix(_text(cmd.pattern))
+        prefix = _pattern_prefix(bound_fields.text(cmd.pattern))
         self._begin()
         rows: list[Row] = [(path,) for path in self._by_prefix.get(prefix, ())]
         return ResultSet(cmd.result_columns(), rows)
 
     def cache_remove(self, cmd: CacheRemove) -> ResultSet:
         """§4.4: a missing key is not an error."""
-        path = _text(cmd.key)
+        path = bound_fields.text(cmd.key)
         self._begin()
         entry = self._entries.get(path)
         if entry is not None:
@@ -237,7 +234,7 @@ class CacheStore:
 
     def cache_incr(self, cmd: CacheIncr) -> ResultSet:
         """§4.6: missing → "1" without TTL; else i64 + 1 keeping TTL and row id."""
-        path = _text(cmd.key)
+        path = bound_fields.text(cmd.key)
         self._begin()
         entry = self._entries.get(path)
         if entry is None:
@@ -256,7 +253,7 @@ class CacheStore:
 
     def cache_purge(self, cmd: CachePurge) -> ResultSet:
         """cubequeue (issue 9): drop every key KEYS would list for this pattern, at once."""
-        prefix = _pattern_prefix(_text(cmd.prefix))
+        prefix = _pattern_prefix(bound_fields.text(cmd.prefix))
         self._begin()
         group = self._by_prefix.pop(prefix, None)
         removed = 0
@@ -305,36 +302,13 @@ class CacheStore:
             ("total_delete_skipped", "0", _DELETE_SKIPPED_DESCRIPTION),
         ]
 
-    def info_rows(self) -> list[tuple[str, str, str | None]]:
-        """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1); O(n), no sweep.
-
-        ``expired_*`` count rows past their expiry that the sweep has not removed yet
-        (Cube Store: not yet compacted); after a step's sweep that is 0.
-        """
+    def info_rows(self) -> list[InfoRow]:
+        """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1); O(n), no sweep."""
         now = self._clock()
-        count = len(self._entries)
-        expired_keys = expired_size = 0
-        smallest = largest = 0
-        for entry in self._entries.values():
-            if entry.expire is not None and entry.expire <= now:
-                expired_keys += 1
-                expired_size += entry.size
-            smallest = entry.size if smallest == 0 else min(smallest, entry.size)
-            largest = max(largest, entry.size)
-        average = self._bytes // count if count else 0
-        return [
-            ("CacheItems.keys_total", str(count), None),
-            ("CacheItems.size_total", format_size(self._bytes), None),
-            ("CacheItems.expired_keys_total", str(expired_keys), _EXPIRED_KEYS_DESCRIPTION),
-            (
-                "CacheItems.expired_size_total",
-                format_size(expired_size),
-                _EXPIRED_SIZE_DESCRIPTION,
-            ),
-            ("CacheItems.min_row_size", format_size(smallest), None),
-            ("CacheItems.max_row_size", format_size(largest), None),
-            ("CacheItems.avg_row_size", format_size(average), None),
-        ]
+        sizes = (
+            (e.size, e.expire is not None and e.expire <= now) for e in self._entries.values()
+        )
+        return table_rows("CacheItems", sizes)
 
     # ------------------------------------------------------------------ internals
 
@@ -422,18 +396,6 @@ class CacheStore:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def _text(value: str | Param) -> str:
-    if isinstance(value, Param):
-        raise InternalError(f"unbound parameter ${value.index} reached the cache")
-    return value
-
-
-def _ttl(value: int | Param | None) -> int | None:
-    if isinstance(value, Param):
-        raise InternalError(f"unbound parameter ${value.index} reached the cache")
-    return value
 
 
 def _one(cmd: CacheSet | CacheGet | CacheIncr | CachePurge, value: str | int | None) -> ResultSet:

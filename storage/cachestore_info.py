@@ -1,24 +1,24 @@
-"""``SYS CACHESTORE INFO``'s QueueItems and QueueResults rows (dialect doc §5.1).
+"""``SYS CACHESTORE INFO``'s rows (``docs/dialect.md`` §5.1), for the cache and the queue.
 
-Seven rows per table: keys_total, size_total, expired_keys_total, expired_size_total,
+Seven rows per table (CacheItems, QueueItems, QueueResults), built by :func:`table_rows`: keys_total, size_total, expired_keys_total, expired_size_total,
 min_row_size, max_row_size and avg_row_size, sizes as humansize DECIMAL text
 (:func:`~cubequeue.storage.sizes.format_size`). A row's size is the UTF-8 length of its
 text fields (path, payload, extra for an item; path and value for a result), the same
 measure the cache uses for its entries. ``expired_*`` count rows past their expiry that
 the sweep has not removed yet (Cube Store: not yet compacted), which after a step's sweep
-is 0. Computing the rows scans the queue once: an operator command, not a hot path.
+is 0. Computing the rows scans the tables once: an operator command, not a hot path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cubequeue.storage.ack_results import Result
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item
-from cubequeue.storage.ack_results import Result
 from cubequeue.storage.sizes import format_size, utf8_len
 
-__all__ = ["item_row_size", "queue_info_rows", "result_row_size"]
+__all__ = ["InfoRow", "item_row_size", "queue_info_rows", "result_row_size", "table_rows"]
 
 InfoRow = tuple[str, str, str | None]
 
@@ -38,8 +38,8 @@ def result_row_size(result: Result) -> int:
     return _utf8(result.path) + _utf8(result.value)
 
 
-def _table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
-    """``rows`` yields (size, expired) per row."""
+def table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
+    """The seven ``<table>.*`` rows; ``rows`` yields (size, expired) per row."""
     count = total = expired_keys = expired_size = smallest = largest = 0
     for size, expired in rows:
         count += 1
@@ -66,4 +66,4 @@ def queue_info_rows(state: QueueState, now: int) -> list[InfoRow]:
     results once ``expire < now`` (§2.7)."""
     items = ((item_row_size(i), i.expire <= now) for i in state.items())
     results = ((result_row_size(r), r.expire < now) for r in state.results.all_by_id())
-    return _table_rows("QueueItems", items) + _table_rows("QueueResults", results)
+    return table_rows("QueueItems", items) + table_rows("QueueResults", results)

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 
+from cubequeue.storage.ack_results import Result, Results
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Departure, DepartureLog, Reason
-from cubequeue.storage.ack_results import Result, Results
 from cubequeue.storage.waiters import Waiters
 
 __all__ = ["QueueState"]
@@ -42,8 +42,8 @@ class QueueState:
         "_next_sweep",
         "_on_departure",
         "_result_expiry",
-        "post_commit",
         "log",
+        "post_commit",
         "prefixes",
         "results",
         "waiters",

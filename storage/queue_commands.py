@@ -31,14 +31,14 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
+from cubequeue.storage.ack_results import Result
 from cubequeue.storage.extra_json import merge_extra
 from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
-from cubequeue.storage.ack_results import Result
-from cubequeue.storage.waiters import Callback, Waiter
 from cubequeue.storage.sizes import utf8_len
+from cubequeue.storage.waiters import Callback, Waiter
 
 __all__ = ["QueueCommands"]
 

@@ -53,19 +53,19 @@ from cubequeue.grammar.errors import (
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
 from cubequeue.storage.cache import CacheStore
+from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.clock import AdjustableClock, Clock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_commands import QueueCommands
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.waiters import Callback, Waiter
 from cubequeue.storage.stats import PrefixCounts, StoreStats
-from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.system_tables import (
     queue_prefixes_table,
     queue_results_table,
     queue_table,
 )
+from cubequeue.storage.waiters import Callback, Waiter
 
 __all__ = ["SYSTEM_TABLES", "Store"]
 

@@ -24,8 +24,8 @@ from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.waiters import Waiter
 from cubequeue.storage.store import Store
+from cubequeue.storage.waiters import Waiter
 
 START = 1_700_000_000_000
 HOUR = 3_600_000

@@ -18,8 +18,8 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, Column, ColumnType
 from cubequeue.storage.cache import SYSTEM_CACHE_COLUMNS, CacheStore
-from cubequeue.storage.expiry import REBUILD_AFTER
 from cubequeue.storage.clock import FakeClock
+from cubequeue.storage.expiry import REBUILD_AFTER
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.sizes import format_size
 
