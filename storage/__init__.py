@@ -13,7 +13,8 @@ from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.sizes import utf8_len
 from cubequeue.storage.stats import PrefixCounts, StoreStats
-from cubequeue.storage.store import SYSTEM_TABLES, Store
+from cubequeue.storage.store import Store
+from cubequeue.storage.system_schemas import SYSTEM_TABLES
 from cubequeue.storage.waiters import Waiter
 
 __all__ = [

@@ -44,24 +44,16 @@ from cubequeue.grammar.commands import (
     CacheTruncate,
 )
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
-from cubequeue.grammar.results import EMPTY, ColumnType, ResultSet, Row, columns
+from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
 from cubequeue.storage.cachestore_info import InfoRow, table_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.sizes import format_size, utf8_len
+from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
-__all__ = ["SYSTEM_CACHE_COLUMNS", "CacheStore"]
-
-#: ``system.cache`` (§5.2, §8 rule 11): ``prefix`` is NULL for a path without a colon,
-#: as in Cube Store (``Option<String>``), which keeps ``abc`` and ``:abc`` apart.
-SYSTEM_CACHE_COLUMNS = columns(
-    ("id", ColumnType.STRING),
-    ("prefix", ColumnType.STRING),
-    ("expire", ColumnType.TIMESTAMP),
-    ("value", ColumnType.STRING),
-)
+__all__ = ["CacheStore"]
 
 _MS_PER_SECOND = 1000
 _I64_MAX = 2**63 - 1
@@ -285,7 +277,7 @@ class CacheStore:
         # prefix is text, not NULL (§8 rule 11): a path without a colon has prefix "",
         # the empty string Cube Store indexes it under (§2.1), as system.queue shows it.
         rows: list[Row] = [(e.key, e.prefix or "", e.expire, e.value) for e in ordered]
-        return ResultSet(SYSTEM_CACHE_COLUMNS, rows)
+        return ResultSet(CACHE_COLUMNS, rows)
 
     def eviction_rows(self) -> list[tuple[str, str, str | None]]:
         """``SYS CACHESTORE EVICTION`` rows (§5.1), name | value | description.

@@ -1,4 +1,4 @@
-"""The departure log: the last N items that left the queue (``system.queue_log``, issue 9).
+"""The departure log: the last N items that left the queue (``system.queue_log``).
 
 Every way out of the queue is one :class:`Departure` with a reason. ``queued_ms`` is the
 time from ADD to the claim (or to the departure when never claimed); ``active_ms`` is the
@@ -12,10 +12,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
-from cubequeue.grammar.results import ColumnType, ResultSet, columns
+from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.queue_item import Item
+from cubequeue.storage.system_schemas import QUEUE_LOG_COLUMNS
 
-__all__ = ["QUEUE_LOG_COLUMNS", "Departure", "DepartureLog", "Reason"]
+__all__ = ["Departure", "DepartureLog", "Reason"]
 
 Reason = Literal[
     "acked",
@@ -26,12 +27,6 @@ Reason = Literal[
     "truncated",
     "expired",
 ]
-
-_S, _I, _T = ColumnType.STRING, ColumnType.INT, ColumnType.TIMESTAMP
-
-QUEUE_LOG_COLUMNS = columns(
-    ("id", _I), ("path", _S), ("reason", _S), ("at", _T), ("queued_ms", _I), ("active_ms", _I)
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,20 +59,17 @@ from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_commands import QueueCommands
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.stats import PrefixCounts, StoreStats
-from cubequeue.storage.system_tables import (
+from cubequeue.storage.queue_tables import (
     queue_prefixes_table,
     queue_results_table,
     queue_table,
 )
+from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.waiters import Callback, Waiter
 
-__all__ = ["SYSTEM_TABLES", "Store"]
+__all__ = ["Store"]
 
 _log = logging.getLogger("cubequeue.queue")
-
-#: names accepted by :meth:`Store.system_table` (with or without ``system.``)
-SYSTEM_TABLES = ("queue", "queue_results", "cache", "queue_prefixes", "queue_log")
 
 _CLOCK_DISABLED = "clock control is disabled; start the server with --test-clock"
 
@@ -217,7 +214,7 @@ class Store:
     # -- views --------------------------------------------------------------------------
 
     def system_table(self, name: str) -> ResultSet:
-        """The live rows of ``system.<name>`` (§8 rule 11); see :data:`SYSTEM_TABLES`."""
+        """The live rows of ``system.<name>`` (§8 rule 11); see :data:`~cubequeue.storage.system_schemas.SYSTEM_TABLES`."""
         table = name.lower().removeprefix("system.")
         now = self._begin()
         try:

@@ -7,8 +7,9 @@ BY/aggregates → HAVING → select list → DISTINCT → ORDER BY → OFFSET/LI
 does. Ordering follows PostgreSQL's defaults (ASC NULLS LAST, DESC NULLS FIRST); text
 compares by code point (the C collation).
 
-The column schemas are the contract of §8 rule 11, kept here so that Describe can answer
-without touching the store; at run time the store's frame is matched to them by name.
+The column schemas are the store's own (:mod:`cubequeue.storage.system_schemas`), read
+here as SQL types so that planning and Describe need no store; every store builds its
+frames from the same tuples, so rows arrive in schema order and need no matching.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Protocol
 from sqlglot import exp
 
 from cubequeue.grammar.errors import FeatureNotSupported, InternalError
-from cubequeue.grammar.results import Column, ResultSet, Row, Value
+from cubequeue.grammar.results import Column, ColumnType, ResultSet, Row, Value
+from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
 from .aggregates import accumulate
 from .errors import AmbiguousColumn, InvalidColumnReference, InvalidRowCount, UndefinedTable
@@ -32,19 +34,15 @@ from .sqltypes import SqlType
 __all__ = ["SCHEMAS", "SelectPlan", "SystemTables", "plan_select", "unsupported"]
 
 T = SqlType
+#: how a store column reads in SQL: integers are bigint, times timestamptz
+_SQL_TYPE = {
+    ColumnType.STRING: T.TEXT,
+    ColumnType.INT: T.INT8,
+    ColumnType.BOOLEAN: T.BOOL,
+    ColumnType.TIMESTAMP: T.TIMESTAMPTZ,
+}
 SCHEMAS: dict[str, tuple[tuple[str, SqlType], ...]] = {
-    "queue": (("id", T.TEXT), ("queue_id", T.INT8), ("prefix", T.TEXT), ("created", T.TIMESTAMPTZ),
-              ("status", T.TEXT), ("priority", T.INT8), ("heartbeat", T.TIMESTAMPTZ),
-              ("orphaned", T.TIMESTAMPTZ), ("value", T.TEXT), ("extra", T.TEXT),
-              ("process_id", T.TEXT), ("exclusive", T.BOOL), ("external_id", T.TEXT)),
-    "queue_results": (("id", T.INT8), ("path", T.TEXT), ("expire", T.TIMESTAMPTZ),
-                      ("deleted", T.BOOL), ("value", T.TEXT), ("external_id", T.TEXT)),
-    "cache": (("id", T.TEXT), ("prefix", T.TEXT), ("expire", T.TIMESTAMPTZ), ("value", T.TEXT)),
-    "queue_prefixes": (("prefix", T.TEXT), ("pending", T.INT8), ("active", T.INT8),
-                       ("results", T.INT8), ("oldest_pending_ms", T.INT8),
-                       ("max_heartbeat_age_ms", T.INT8), ("last_concurrency", T.INT8)),
-    "queue_log": (("id", T.INT8), ("path", T.TEXT), ("reason", T.TEXT), ("at", T.TIMESTAMPTZ),
-                  ("queued_ms", T.INT8), ("active_ms", T.INT8)),
+    name: tuple((c.name, _SQL_TYPE[c.type]) for c in cols) for name, cols in SYSTEM_TABLES.items()
 }
 _ALLOWED_ARGS = frozenset({"kind", "hint", "distinct", "expressions", "from_", "from", "where",
                            "group", "having", "order", "limit", "offset"})
@@ -78,18 +76,9 @@ class SelectPlan:
         if self.table is None:
             return ResultSet(self.columns, self.run([()], ctx))
         frame = store.system_table(self.table)
-        names = tuple(c.name for c in frame.columns)
-        wanted = tuple(n for n, _ in SCHEMAS[self.table])
-        rows: Sequence[Row] = frame.rows
-        if names != wanted:
-            try:
-                perm = [names.index(n) for n in wanted]
-            except ValueError:
-                raise InternalError(
-                    f"system.{self.table} from the store lacks columns of §8 rule 11: {names}"
-                ) from None
-            rows = [tuple(r[i] for i in perm) for r in rows]
-        return ResultSet(self.columns, self.run(rows, ctx))
+        if frame.columns != SYSTEM_TABLES[self.table]:  # the same tuple: an identity check
+            raise InternalError(f"system.{self.table} from the store has other columns")
+        return ResultSet(self.columns, self.run(frame.rows, ctx))
 
 
 def _table(tree: exp.Select) -> tuple[str | None, str | None]:

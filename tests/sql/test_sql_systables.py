@@ -1,5 +1,5 @@
-"""SELECT over the system tables of a real Store fed with dialect statements (issue 5):
-exact rows, types (§8 rule 11), Describe without running, and the refusals."""
+"""SELECT over the system tables of a real Store fed with dialect statements: exact rows,
+types (``docs/dialect.md`` §8 rule 11), Describe without running, and the refusals."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import pytest
 
 from cubequeue.grammar import parse
 from cubequeue.grammar.errors import QueueError
-from cubequeue.grammar.results import Column, ColumnType
+from cubequeue.grammar.results import Column, ColumnType, ResultSet
 from cubequeue.server.sql import PlainSession, describe_plain, run_plain
+from cubequeue.server.sql.systables import SCHEMAS
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.store import Store
+from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 S, INT, B, TS = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP
@@ -212,3 +214,24 @@ def test_backslash_literals_follow_rule_4(store: Store, clock: FakeClock, sessio
     assert rows(store, session, "SELECT id FROM system.queue WHERE value = 'x\\\\y'") == [("a",)]
     assert rows(store, session, "SELECT id FROM system.queue WHERE value = E'x\\\\y'") == [("a",)]
     assert rows(store, session, "SELECT 'it''s', 'a\\'b'") == [("it's", "a'b")]
+
+
+@pytest.mark.parametrize("table", sorted(SYSTEM_TABLES))
+def test_select_star_describes_the_stores_own_schema(table: str, session: PlainSession) -> None:
+    """One definition: the SQL side reads the store's columns, in order, with their types."""
+    described = describe_plain(f"SELECT * FROM system.{table}", session, Store(FakeClock(T0)))
+    assert tuple(c.name for c in SYSTEM_TABLES[table]) == tuple(n for n, _ in SCHEMAS[table])
+    assert tuple(described.columns) == SYSTEM_TABLES[table]
+
+
+def test_a_frame_with_other_columns_is_our_bug_not_a_reordering(session: PlainSession) -> None:
+    class Wrong:
+        def now_ms(self) -> int:
+            return T0
+
+        def system_table(self, name: str) -> ResultSet:
+            return ResultSet((Column("queue_id", INT),), [(1,)])
+
+    with pytest.raises(QueueError) as err:
+        run_plain("SELECT * FROM system.queue", session, Wrong(), ())  # type: ignore[arg-type]
+    assert err.value.sqlstate == "XX000"

@@ -17,11 +17,12 @@ from cubequeue.grammar.commands import (
 )
 from cubequeue.grammar.errors import InternalError, InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, Column, ColumnType
-from cubequeue.storage.cache import SYSTEM_CACHE_COLUMNS, CacheStore
+from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.expiry import REBUILD_AFTER
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.sizes import format_size
+from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
 START = 1_700_000_000_000
 
@@ -684,7 +685,7 @@ def test_system_rows_columns_and_live_rows_only(cache, clock):
     put(cache, "p:c", "3", ttl=1)
     clock.advance(1000)
     result = cache.system_rows()
-    assert result.columns == SYSTEM_CACHE_COLUMNS
+    assert result.columns == CACHE_COLUMNS
     assert [(c.name, c.type) for c in result.columns] == [
         ("id", ColumnType.STRING),
         ("prefix", ColumnType.STRING),

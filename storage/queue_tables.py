@@ -1,55 +1,25 @@
-"""The queue's system tables (dialect doc §8 rule 11, issue 9).
+"""The rows of the queue's system tables: ``system.queue``, ``system.queue_results`` and
+``system.queue_prefixes`` (``docs/dialect.md`` §8 rule 11; columns in :mod:`.system_schemas`).
 
 Only live rows are shown: expired rows were swept (§8 rule 9), unlike Cube Store whose
-tables still show them until compaction (§5.2). Times are integer milliseconds
-(ColumnType.TIMESTAMP), which the server renders as ``timestamptz``.
+tables still show them until compaction (§5.2).
 """
 
 from __future__ import annotations
 
-from cubequeue.grammar.results import ColumnType, ResultSet, Row, columns
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.queue import QueueState
-from cubequeue.storage.queue_log import QUEUE_LOG_COLUMNS
+from cubequeue.storage.system_schemas import (
+    QUEUE_COLUMNS,
+    QUEUE_PREFIXES_COLUMNS,
+    QUEUE_RESULTS_COLUMNS,
+)
 
 __all__ = [
-    "QUEUE_COLUMNS",
-    "QUEUE_LOG_COLUMNS",
-    "QUEUE_PREFIXES_COLUMNS",
-    "QUEUE_RESULTS_COLUMNS",
     "queue_prefixes_table",
     "queue_results_table",
     "queue_table",
 ]
-
-_S, _I, _B, _T = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP
-
-QUEUE_COLUMNS = columns(
-    ("id", _S),
-    ("queue_id", _I),
-    ("prefix", _S),
-    ("created", _T),
-    ("status", _S),
-    ("priority", _I),
-    ("heartbeat", _T),
-    ("orphaned", _T),
-    ("value", _S),
-    ("extra", _S),
-    ("process_id", _S),
-    ("exclusive", _B),
-    ("external_id", _S),
-)
-QUEUE_RESULTS_COLUMNS = columns(
-    ("id", _I), ("path", _S), ("expire", _T), ("deleted", _B), ("value", _S), ("external_id", _S)
-)
-QUEUE_PREFIXES_COLUMNS = columns(
-    ("prefix", _S),
-    ("pending", _I),
-    ("active", _I),
-    ("results", _I),
-    ("oldest_pending_ms", _I),
-    ("max_heartbeat_age_ms", _I),
-    ("last_concurrency", _I),
-)
 
 
 def queue_table(state: QueueState) -> ResultSet:

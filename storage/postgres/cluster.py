@@ -1,0 +1,217 @@
+"""A throwaway PostgreSQL cluster on loopback, for the tests and benchmarks of this store.
+
+Debian's PostgreSQL binaries (``/usr/lib/postgresql/<major>/bin``) run in a temporary
+directory on a free port; initdb and postgres refuse to run as root, so under root they run
+as the ``postgres`` user through ``runuser``. A :class:`Cluster` can also start a streaming
+standby of itself (``pg_basebackup -R``) and make it synchronous, which is what the
+failover test needs: kill the primary, promote the standby, and check that every
+acknowledged write is there. Not used by the server itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Cluster", "find_bin", "free_port", "start_cluster"]
+
+#: the database user and the password-less trust the throwaway clusters use
+USER = "cq"
+_SETTINGS = (
+    ("listen_addresses", "127.0.0.1"),
+    ("max_connections", "200"),
+    ("shared_buffers", "64MB"),
+    ("fsync", "off"),  # a throwaway cluster: durability across a host crash is not tested
+    ("wal_level", "replica"),
+    ("max_wal_senders", "5"),
+    ("hot_standby", "on"),
+)
+_READY_TIMEOUT_S = 60.0
+
+
+def find_bin() -> Path | None:
+    """The newest installed ``/usr/lib/postgresql/<major>/bin`` with initdb, or None."""
+    root = Path("/usr/lib/postgresql")
+    if not root.is_dir():
+        return None
+    majors = sorted((p for p in root.iterdir() if (p / "bin" / "initdb").exists()),
+                    key=lambda p: int(p.name) if p.name.isdigit() else 0)
+    return majors[-1] / "bin" if majors else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.getuid() == 0 else cmd
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Cluster:
+    """One running postgres: its data directory, port and process."""
+
+    bin: Path
+    workdir: Path
+    data: Path
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    standbys: list[Cluster] = field(default_factory=list)
+    owns_workdir: bool = True
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def log(self) -> str:
+        path = self.workdir / f"server-{self.port}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def run_psql(self, sql: str, database: str = "postgres") -> str:
+        out = subprocess.run(
+            [str(self.bin / "psql"), "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1",
+             "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, "-d", database, "-c", sql],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise RuntimeError(f"psql failed: {out.stderr}")
+        return out.stdout
+
+    def create_database(self, name: str) -> str:
+        self.run_psql(f'create database "{name}"')
+        return self.dsn(name)
+
+    def _start(self, *extra: str) -> None:
+        log = open(self.workdir / f"server-{self.port}.log", "ab")  # noqa: SIM115 - the child's
+        settings = [a for name, value in _SETTINGS for a in ("-c", f"{name}={value}")]
+        self.proc = subprocess.Popen(
+            _as_postgres([str(self.bin / "postgres"), "-D", str(self.data), "-k",
+                          str(self.workdir), "-p", str(self.port), *settings, *extra]),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        log.close()
+        deadline = time.monotonic() + _READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"postgres exited at start:\n{self.log}")
+            ready = subprocess.run(
+                [str(self.bin / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)],
+                capture_output=True,
+            )
+            if ready.returncode == 0:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"postgres did not become ready:\n{self.log}")
+
+    def start_standby(self, *, synchronous: bool = True, name: str = "standby1") -> Cluster:
+        """A streaming standby of this cluster; ``synchronous`` makes every commit wait for
+        it (``synchronous_standby_names``), so an acknowledged write survives a promote."""
+        data = self.workdir / f"data-{name}"
+        if os.getuid() == 0:
+            shutil.chown(self.workdir, "postgres", "postgres")
+        base = subprocess.run(
+            _as_postgres([str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p",
+                          str(self.port), "-U", USER, "-D", str(data), "-R", "-X", "stream",
+                          "--no-sync", "-d", f"application_name={name}"]),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        if base.returncode != 0:
+            raise RuntimeError(f"pg_basebackup failed: {base.stderr}")
+        standby = Cluster(self.bin, self.workdir, data, free_port(), owns_workdir=False)
+        standby._start()
+        self.standbys.append(standby)
+        if synchronous:
+            self.run_psql(f"alter system set synchronous_standby_names = '{name}'")
+            self.run_psql("select pg_reload_conf()")
+        return standby
+
+    def promote(self) -> None:
+        out = subprocess.run(
+            _as_postgres([str(self.bin / "pg_ctl"), "promote", "-w", "-D", str(self.data)]),
+            capture_output=True, text=True, timeout=120,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"pg_ctl promote failed: {out.stderr}")
+
+    def postmaster_pid(self) -> int | None:
+        """The postmaster's pid (under root ``proc`` is runuser, its parent)."""
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _signal(self, sig: signal.Signals) -> None:
+        pid = self.postmaster_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster: a crashed primary (its backends notice the postmaster's
+        death and exit on their own)."""
+        if self.proc is None:
+            return
+        self._signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+        with contextlib.suppress(FileNotFoundError):
+            (self.data / "postmaster.pid").unlink()
+        self.proc = None
+
+    def stop(self) -> None:
+        for standby in self.standbys:
+            standby.stop()
+        if self.proc is not None and self.proc.poll() is None:
+            self._signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+        if self.owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def start_cluster(bin_dir: Path | None = None) -> Cluster:
+    """initdb a cluster in a new temporary directory and start it on a free port."""
+    binary = bin_dir or find_bin()
+    if binary is None:
+        raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
+    workdir = Path(tempfile.mkdtemp(prefix="cq-pgstore-"))
+    data = workdir / "data"
+    if os.getuid() == 0:
+        shutil.chown(workdir, "postgres", "postgres")
+    init = subprocess.run(
+        _as_postgres([str(binary / "initdb"), "-D", str(data), "-U", USER, "--auth=trust",
+                      "-E", "UTF8", "--no-sync", "--locale=C"]),
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if init.returncode != 0:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise RuntimeError(f"initdb failed:\n{init.stdout}\n{init.stderr}")
+    with open(data / "pg_hba.conf", "a") as hba:
+        hba.write("host replication all 127.0.0.1/32 trust\n")
+    cluster = Cluster(binary, workdir, data, free_port())
+    try:
+        cluster._start()
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    return cluster
