@@ -10,7 +10,10 @@ One ``websockets`` server routes every request in ``process_request``:
   response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
   on the features that version implies (cube-client.md §2.3).
 * ``/healthz`` → 200; ``/readyz`` → 200, or 503 once shutdown has begun; ``/metrics``
-  → Prometheus text; any other path → 404.
+  → Prometheus text.
+* ``/``, ``/static/…`` and ``/api/v1/…`` → the read-only web console
+  (:mod:`.console`), behind ``--console-auth``; with ``off`` they are 404 like any other
+  path. The console's depth sampler starts and stops with this server.
 
 Message sizes: the transport's limit is twice ``--max-message-size``, so a message
 between the two still arrives whole and gets a readable HttpError naming its id; past
@@ -27,6 +30,7 @@ import json
 import logging
 import secrets
 import sys
+from collections.abc import Awaitable
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
@@ -36,6 +40,7 @@ from websockets.exceptions import PayloadTooBig
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
+from cubequeue.server.console import Console, build_console
 from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
 
 if TYPE_CHECKING:
@@ -88,9 +93,10 @@ class _CubeConnection(ServerConnection):
 class HttpServer:
     """What :func:`start_http_server` returns: ``close()`` and ``await wait_closed()``."""
 
-    def __init__(self, server: Server, endpoint: WsEndpoint) -> None:
+    def __init__(self, server: Server, endpoint: WsEndpoint, console: Console) -> None:
         self.server = server
         self.endpoint = endpoint
+        self.console = console
 
     @property
     def port(self) -> int:
@@ -99,6 +105,7 @@ class HttpServer:
 
     def close(self) -> None:
         self.endpoint.stop()
+        self.console.sampler.stop()
         self.server.close(close_connections=True, code=CloseCode.GOING_AWAY,
                           reason="server shutting down")
 
@@ -143,8 +150,11 @@ def _authorized(ctx: ServerContext, header: str | None) -> str | None:
 async def start_http_server(ctx: ServerContext) -> HttpServer:
     endpoint = WsEndpoint(ctx)
     config = ctx.config
+    console = build_console(ctx, lambda header: _authorized(ctx, header) is not None)
 
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+    def process_request(
+        connection: ServerConnection, request: Request
+    ) -> Response | Awaitable[Response] | None:
         path = request.path.split("?", 1)[0]
         if path == WS_PATH:
             process_id = request.headers.get("x-process-id")
@@ -171,6 +181,8 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
             body, content_type = ctx.metrics.render()
             headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body)))])
             return Response(HTTPStatus.OK, "OK", headers, body)
+        if console.handles(path):
+            return console.respond(request)
         return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
 
     def process_response(
@@ -196,4 +208,6 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         logger=logging.getLogger("websockets.server"),
     )
     endpoint.start()
-    return HttpServer(server, endpoint)
+    if console.mode != "off":
+        console.sampler.start()
+    return HttpServer(server, endpoint, console)

@@ -1,0 +1,73 @@
+"""Once a second: the store's depths into the ring, and the command rate.
+
+Runs on each server as one asyncio task whether or not a console is open, so a page
+opened during an incident already has the last 15 minutes. A failing read is logged and
+the next tick tries again: the console must never take the server down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from cubequeue.server.console.ring import DepthRing
+from cubequeue.server.console.source import StoreReader
+
+__all__ = ["SAMPLE_INTERVAL_S", "CommandRate", "Sampler"]
+
+SAMPLE_INTERVAL_S = 1.0
+
+_log = logging.getLogger("cubequeue.console")
+
+
+class CommandRate:
+    """Commands per second between the last two readings of the commands counter."""
+
+    __slots__ = ("_last", "per_second")
+
+    def __init__(self) -> None:
+        self._last: tuple[float, float] | None = None
+        self.per_second: float | None = None
+
+    def observe(self, mono_s: float, total: float) -> None:
+        last = self._last
+        if last is not None and mono_s > last[0]:
+            self.per_second = max(0.0, (total - last[1]) / (mono_s - last[0]))
+        self._last = (mono_s, total)
+
+
+class Sampler:
+    def __init__(self, reader: StoreReader, ring: DepthRing,
+                 commands_total: Callable[[], float],
+                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        self.reader = reader
+        self.ring = ring
+        self.rate = CommandRate()
+        self._commands_total = commands_total
+        self._interval = interval_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def sample_once(self) -> None:
+        stats = await self.reader.stats()
+        self.ring.record(self.reader.now_ms(), stats.prefixes)
+        self.rate.observe(time.monotonic(), self._commands_total())
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sample_once()
+            except Exception:
+                _log.exception("console sampler: reading the store failed")
+            await asyncio.sleep(self._interval)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(),
+                                                                name="console-sampler")
+
+    def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
