@@ -113,6 +113,9 @@ class Results:
         self._older.clear()
         self._by_path_ext.clear()
 
+    def ids(self) -> list[int]:
+        return list(self._by_id)
+
     def all_by_id(self) -> list[Result]:
         return sorted(self._by_id.values(), key=_result_id)
 

@@ -154,6 +154,20 @@ class CacheStore:
         """Entries removed by the expiry sweep since start."""
         return self._expired_keys
 
+    @property
+    def next_id(self) -> int:
+        """The row id the next inserted entry takes."""
+        return self._next_id
+
+    def lru_paths(self) -> list[str]:
+        """Every path held, least recently used first."""
+        return list(self._entries)
+
+    def row(self, path: str) -> tuple[int, str, int | None] | None:
+        """(row id, value, expire) of ``path``, without counting as a use."""
+        entry = self._entries.get(path)
+        return None if entry is None else (entry.id, entry.value, entry.expire)
+
     # ------------------------------------------------------------------- commands
 
     def cache_set(self, cmd: CacheSet) -> ResultSet:

@@ -16,6 +16,8 @@ transaction). The server never knows which one it has:
   cancels on timeout or disconnect.
 * **State capture** for snapshots is an optional capability (:class:`StateCapture`),
   incremental so that a snapshot is taken in slices; the stateless PostgreSQL store has none.
+  Its records are plain frozen dataclasses (:mod:`cubequeue.storage.state_capture`); how
+  they are written to disk is the durable store's business.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Protocol, runtime_checkable
 
 from cubequeue.grammar.commands import Command, QueueResultBlocking
 from cubequeue.grammar.results import Column, ResultSet, Row
+from cubequeue.storage.state_capture import StateRecord
 from cubequeue.storage.stats import StoreStats
 
 __all__ = [
@@ -105,7 +108,9 @@ class StoreBackend(Protocol):
 class StateCapture(Protocol):
     """Optional: a store whose state can be written out and read back (snapshots)."""
 
-    def capture(self, slice_items: int) -> Iterator[list[bytes]]:
-        """The whole state as records, ``slice_items`` objects per slice; the state a
-        snapshot holds is the one at the moment this is called (later steps are in the log)."""
+    def capture(self, slice_items: int) -> Iterator[list[StateRecord]]:
+        """The whole state as records, at most ``slice_items`` per slice, each slice built
+        when it is asked for: exactly the state at the call when no step runs between
+        slices, else a fuzzy checkpoint that a log of the later steps replays onto (see
+        :mod:`cubequeue.storage.state_capture`)."""
         ...

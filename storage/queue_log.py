@@ -59,6 +59,10 @@ class DepartureLog:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def rows(self) -> list[Departure]:
+        """Oldest departure first."""
+        return list(self._rows)
+
     def table(self) -> ResultSet:
         """Oldest departure first."""
         return ResultSet(

@@ -1,11 +1,12 @@
-"""The Store facade: one entry point for every bound command (INTERFACES.md, storage API).
+"""The in-memory store: the first implementation of the store seam
+(:class:`~cubequeue.storage.interface.StoreBackend`), with the optional state capture.
 
-Each call is one atomic step (dialect doc §1.6, §7): the clock is read once, expired
-queue rows are swept (§8 rule 9; O(1) when nothing is due, so an idle store does no
-work), the command runs through a dispatch table keyed by command class (style.md §10),
-and only after it returned are the step's post-commit effects run: RESULT_BLOCKING
-callbacks (§8 rule 13) and ``on_departure`` hooks. A command that raises has changed
-nothing, because every command validates before it mutates.
+Each call is one atomic step (``docs/dialect.md`` §1.6, §7): the clock is read once,
+expired queue rows are swept (§8 rule 9; O(1) when nothing is due, so an idle store does
+no work), the command runs through a dispatch table keyed by command class, and only after
+it returned are the step's post-commit effects run: RESULT_BLOCKING callbacks (§8 rule 13)
+and ``on_departure`` hooks. A command that raises has changed nothing, because every
+command validates before it mutates.
 
 The store never waits and never imports asyncio: RESULT_BLOCKING either answers at once or
 registers the server's callback (:meth:`Store.result_blocking`); the server owns the
@@ -15,7 +16,7 @@ timeout and withdraws the :class:`~cubequeue.storage.waiters.Waiter`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from cubequeue.grammar.commands import (
@@ -64,6 +65,7 @@ from cubequeue.storage.queue_tables import (
     queue_results_table,
     queue_table,
 )
+from cubequeue.storage.state_capture import StateRecord, capture
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.waiters import Callback, Waiter
 
@@ -79,6 +81,9 @@ _C = TypeVar("_C", bound=Command)
 
 class Store:
     """The in-memory queue and cache behind every QUEUE, CACHE and SYS statement."""
+
+    #: which store this is (see :class:`~cubequeue.storage.interface.StoreBackend`)
+    kind: str = "memory"
 
     def __init__(
         self,
@@ -121,6 +126,10 @@ class Store:
         }
 
     # -- steps --------------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """The store's clock (what SYS CLOCK moves)."""
+        return self.clock()
 
     def _begin(self) -> int:
         now = self.clock()
@@ -194,7 +203,7 @@ class Store:
         raise InternalError(f"unknown SYS CACHESTORE action {action!r}")
 
     def sys_clock(self, cmd: SysClock, process_id: str | None, now: int) -> ResultSet:
-        """cubequeue's test clock (issue 9): refused with 42501 unless ``--test-clock``."""
+        """cubequeue's test clock: refused with 42501 unless ``--test-clock``."""
         clock = self.clock
         if not self.limits.clock_control or not isinstance(clock, AdjustableClock):
             raise InsufficientPrivilege(_CLOCK_DISABLED)
@@ -243,6 +252,14 @@ class Store:
         finally:
             self._commit()
         return ResultSet(QueueList(prefix=prefix, with_payload=with_payload).result_columns(), rows)
+
+    def capture(self, slice_items: int) -> Iterator[list[StateRecord]]:
+        """The whole state in slices of records (:mod:`.state_capture`): what a snapshot
+        holds. Expired rows are swept first, so none is captured."""
+        self._begin()
+        self._commit()
+        self._cache.sweep()
+        return capture(self._queue, self._cache, slice_items)
 
     def stats(self) -> StoreStats:
         """Live figures only: both sides sweep what has expired, as INFO does."""
