@@ -1,11 +1,16 @@
-"""A minimal, blocking PostgreSQL v3 client over the standard library.
+"""Blocking PostgreSQL v3 clients over the standard library and cubequeue's client codec.
 
-It exists so that ``cubequeue healthcheck`` and the pytest fixture's ``advance(ms)`` need
-no driver: the Docker image ships only cubequeue's own dependencies, and a project using
-the fixture may have no PostgreSQL driver at all. It speaks exactly what those two need
-(PostgreSQL docs, "Frontend/Backend Protocol", §55.2): StartupMessage, the trust,
-cleartext, MD5 and SCRAM-SHA-256 authentication exchanges, and simple Query with text
-results. ``scramp`` is imported only when the server asks for SASL, to keep start-up fast.
+:class:`PgClient` exists so that ``cubequeue healthcheck`` and the pytest fixture's
+``advance(ms)`` need no driver: the Docker image ships only cubequeue's own dependencies,
+and a project using the fixture may have no PostgreSQL driver at all. It speaks exactly
+what those two need (PostgreSQL docs, "Frontend/Backend Protocol", "Message Flow"):
+StartupMessage, the trust, cleartext, MD5 and SCRAM-SHA-256 authentication exchanges, and
+simple Query with text results. ``scramp`` is imported only when the server asks for
+SASL, to keep start-up fast.
+
+:class:`RawClient` sends and receives whole messages and nothing more, for tests that need
+exact control. Both frame through :mod:`cubequeue.server.pgwire.client`, the one
+client-side codec; this module only moves its bytes over a socket.
 """
 
 from __future__ import annotations
@@ -13,22 +18,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import socket
-import struct
 import time
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["PgClient", "PgError", "QueryResult", "connect"]
+from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.client import BackendDecoder, PgError, encode_frontend
 
-_PROTOCOL_3_0 = 196608
-_MAX_MESSAGE = 256 * 1024 * 1024
-_AUTH_OK = 0
-_AUTH_CLEARTEXT = 3
-_AUTH_MD5 = 5
-_AUTH_SASL = 10
-_AUTH_SASL_CONTINUE = 11
-_AUTH_SASL_FINAL = 12
+__all__ = ["PgClient", "PgError", "QueryResult", "RawClient", "connect"]
+
 _SCRAM = "SCRAM-SHA-256"
 
 
@@ -41,28 +41,6 @@ class _ScramClient(Protocol):
     def set_server_final(self, message: str) -> None: ...
 
 
-class PgError(Exception):
-    """The server answered ErrorResponse, or the conversation broke.
-
-    ``sqlstate`` is the error's C field; ``08006`` (connection failure) is used for I/O
-    errors and unexpected messages so callers can treat both alike.
-    """
-
-    def __init__(self, message: str, sqlstate: str = "08006", severity: str = "ERROR",
-                 *, from_server: bool = False) -> None:
-        super().__init__(message)
-        self.message = message
-        self.sqlstate = sqlstate
-        self.severity = severity
-        #: True when the server sent this as an ErrorResponse
-        self.from_server = from_server
-
-    def __str__(self) -> str:
-        if self.from_server:
-            return f"{self.severity} {self.sqlstate}: {self.message}"
-        return self.message
-
-
 @dataclass(slots=True)
 class QueryResult:
     """One statement's outcome: column names, text rows (None = NULL) and the tag."""
@@ -72,17 +50,21 @@ class QueryResult:
     tag: str = ""
 
 
-def _error_from_fields(body: bytes) -> PgError:
-    fields: dict[str, str] = {}
-    for part in body.split(b"\0"):
-        if part:
-            fields[chr(part[0])] = part[1:].decode("utf-8", "replace")
-    return PgError(fields.get("M", "unknown error"), fields.get("C", "XX000"),
-                   fields.get("V", fields.get("S", "ERROR")), from_server=True)
-
-
 def _cstr(value: str) -> bytes:
     return value.encode("utf-8") + b"\0"
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("utf-8", "replace")
+
+
+_AUTH_TYPES = (
+    m.AuthenticationOk, m.AuthenticationCleartextPassword, m.AuthenticationMD5Password,
+    m.AuthenticationSASL, m.AuthenticationSASLContinue, m.AuthenticationSASLFinal,
+)
+_PASSWORD_REQUESTS = (
+    m.AuthenticationCleartextPassword, m.AuthenticationMD5Password, m.AuthenticationSASL,
+)
 
 
 class PgClient:
@@ -90,115 +72,95 @@ class PgClient:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._buf = bytearray()
+        self._decoder = BackendDecoder()
+        self._pending: deque[m.BackendMessage] = deque()
         #: time.monotonic() after which every read fails; None = only the socket timeout
         self.deadline: float | None = None
         self.parameters: dict[str, str] = {}
         self.backend_key: tuple[int, int] | None = None
 
-    # --- framing -----------------------------------------------------------------------
+    # --- moving bytes ------------------------------------------------------------------
 
-    def _send(self, kind: bytes, body: bytes) -> None:
+    def _send(self, *msgs: m.FrontendMessage | m.SASLInitialResponse) -> None:
         try:
-            self._sock.sendall(kind + struct.pack("!I", len(body) + 4) + body)
+            self._sock.sendall(b"".join(encode_frontend(msg) for msg in msgs))
         except OSError as err:
             raise PgError(f"send failed: {err}") from None
 
-    def _read_exact(self, n: int) -> bytes:
-        while len(self._buf) < n:
+    def _receive(self) -> m.BackendMessage:
+        while not self._pending:
             if self.deadline is not None:
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     raise PgError("timed out waiting for the server")
                 self._sock.settimeout(remaining)
             try:
-                chunk = self._sock.recv(max(65536, n - len(self._buf)))
+                chunk = self._sock.recv(65536)
             except TimeoutError:
                 raise PgError("timed out waiting for the server") from None
             except OSError as err:
                 raise PgError(f"receive failed: {err}") from None
             if not chunk:
                 raise PgError("server closed the connection")
-            self._buf += chunk
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
-        return data
-
-    def _receive(self) -> tuple[bytes, bytes]:
-        header = self._read_exact(5)
-        kind = header[:1]
-        (length,) = struct.unpack("!I", header[1:])
-        if length < 4 or length > _MAX_MESSAGE:
-            raise PgError(f"bad message length {length} for {kind!r}")
-        return kind, self._read_exact(length - 4)
+            self._pending.extend(self._decoder.feed(chunk))
+        return self._pending.popleft()
 
     # --- startup -----------------------------------------------------------------------
 
     def _startup(self, user: str, password: str | None, database: str,
                  params: dict[str, str]) -> None:
-        body = struct.pack("!I", _PROTOCOL_3_0)
-        for key, value in {"user": user, "database": database, **params}.items():
-            body += _cstr(key) + _cstr(value)
-        body += b"\0"
-        try:
-            self._sock.sendall(struct.pack("!I", len(body) + 4) + body)
-        except OSError as err:
-            raise PgError(f"send failed: {err}") from None
+        pairs = {"user": user, "database": database, **params}
+        self._send(m.StartupMessage(m.PROTOCOL_3_0, tuple(pairs.items())))
         scram: _ScramClient | None = None
         while True:
-            kind, body = self._receive()
-            if kind == b"E":
-                raise _error_from_fields(body)
-            if kind == b"R":
-                scram = self._authenticate(body, user, password, scram)
-            elif kind == b"S":
-                pname, pvalue, _ = body.split(b"\0", 2)
-                self.parameters[pname.decode()] = pvalue.decode("utf-8", "replace")
-            elif kind == b"K":
-                self.backend_key = struct.unpack("!II", body[:8])
-            elif kind == b"Z":
+            msg = self._receive()
+            if isinstance(msg, m.ErrorResponse):
+                raise PgError.from_response(msg)
+            if isinstance(msg, m.ParameterStatus):
+                self.parameters[msg.name] = msg.value
+            elif isinstance(msg, m.BackendKeyData):
+                self.backend_key = (msg.process_id, msg.secret_key)
+            elif isinstance(msg, m.ReadyForQuery):
                 return
-            elif kind in (b"N", b"v"):  # NoticeResponse, NegotiateProtocolVersion
+            elif isinstance(msg, m.NoticeResponse | m.NegotiateProtocolVersion):
                 continue
+            elif isinstance(msg, _AUTH_TYPES):
+                scram = self._authenticate(msg, user, password, scram)
             else:
-                raise PgError(f"unexpected message {kind!r} during startup")
+                raise PgError(f"unexpected message {type(msg).__name__} during startup")
 
-    def _authenticate(self, body: bytes, user: str, password: str | None,
+    def _authenticate(self, msg: m.BackendMessage, user: str, password: str | None,
                       scram: _ScramClient | None) -> _ScramClient | None:
-        (code,) = struct.unpack("!I", body[:4])
-        if code == _AUTH_OK:
+        if isinstance(msg, m.AuthenticationOk):
             return scram
-        if password is None and code in (_AUTH_CLEARTEXT, _AUTH_MD5, _AUTH_SASL):
+        if password is None and isinstance(msg, _PASSWORD_REQUESTS):
             raise PgError("the server asks for a password and none was given", "28P01",
                           "FATAL")
-        if code == _AUTH_CLEARTEXT:
-            self._send(b"p", _cstr(password or ""))
+        if isinstance(msg, m.AuthenticationCleartextPassword):
+            self._send(m.PasswordMessage(_cstr(password or "")))
             return scram
-        if code == _AUTH_MD5:
-            salt = body[4:8]
+        if isinstance(msg, m.AuthenticationMD5Password):
             inner = hashlib.md5((password or "").encode() + user.encode()).hexdigest()
-            outer = hashlib.md5(inner.encode() + salt).hexdigest()
-            self._send(b"p", _cstr("md5" + outer))
+            outer = hashlib.md5(inner.encode() + msg.salt).hexdigest()
+            self._send(m.PasswordMessage(_cstr("md5" + outer)))
             return scram
-        if code == _AUTH_SASL:
-            mechanisms = [m.decode() for m in body[4:].split(b"\0") if m]
-            if _SCRAM not in mechanisms:
-                raise PgError(f"no supported SASL mechanism in {mechanisms}")
+        if isinstance(msg, m.AuthenticationSASL):
+            if _SCRAM not in msg.mechanisms:
+                raise PgError(f"no supported SASL mechanism in {list(msg.mechanisms)}")
             import scramp  # only SASL needs it
 
             client: _ScramClient = scramp.ScramClient([_SCRAM], user, password or "")
-            first = client.get_client_first().encode()
-            self._send(b"p", _cstr(_SCRAM) + struct.pack("!i", len(first)) + first)
+            self._send(m.SASLInitialResponse(_SCRAM, client.get_client_first().encode()))
             return client
-        if code == _AUTH_SASL_CONTINUE and scram is not None:
-            scram.set_server_first(body[4:].decode())
+        if isinstance(msg, m.AuthenticationSASLContinue) and scram is not None:
+            scram.set_server_first(msg.data.decode())
             final: str = scram.get_client_final()
-            self._send(b"p", final.encode())
+            self._send(m.PasswordMessage(final.encode()))
             return scram
-        if code == _AUTH_SASL_FINAL and scram is not None:
-            scram.set_server_final(body[4:].decode())
+        if isinstance(msg, m.AuthenticationSASLFinal) and scram is not None:
+            scram.set_server_final(msg.data.decode())
             return scram
-        raise PgError(f"unsupported authentication request {code}")
+        raise PgError(f"unexpected {type(msg).__name__} during authentication")
 
     # --- queries -----------------------------------------------------------------------
 
@@ -206,65 +168,39 @@ class PgClient:
         """Run a simple Query; return each statement's result, or raise its error.
 
         Reads through ReadyForQuery even after an ErrorResponse so that the connection stays
-        usable (PostgreSQL docs §55.2.2: the server always ends with ReadyForQuery).
+        usable (PostgreSQL docs, "Simple Query": the server always ends with ReadyForQuery).
         """
-        self._send(b"Q", _cstr(sql))
+        self._send(m.Query(sql))
         results: list[QueryResult] = []
         current = QueryResult()
         error: PgError | None = None
         while True:
-            kind, body = self._receive()
-            if kind == b"T":
-                current = QueryResult(columns=self._row_description(body))
-            elif kind == b"D":
-                current.rows.append(self._data_row(body))
-            elif kind == b"C":
-                current.tag = body.rstrip(b"\0").decode("utf-8", "replace")
+            msg = self._receive()
+            if isinstance(msg, m.RowDescription):
+                current = QueryResult(columns=[f.name for f in msg.fields])
+            elif isinstance(msg, m.DataRow):
+                current.rows.append(tuple(_text(value) for value in msg.values))
+            elif isinstance(msg, m.CommandComplete):
+                current.tag = msg.tag
                 results.append(current)
                 current = QueryResult()
-            elif kind == b"I":
+            elif isinstance(msg, m.EmptyQueryResponse):
                 results.append(QueryResult())
-            elif kind == b"E":
-                error = _error_from_fields(body)
-            elif kind == b"Z":
+            elif isinstance(msg, m.ErrorResponse):
+                error = PgError.from_response(msg)
+            elif isinstance(msg, m.ReadyForQuery):
                 if error is not None:
                     raise error
                 return results
-            elif kind in (b"N", b"S"):
+            elif isinstance(msg, m.NoticeResponse | m.ParameterStatus):
                 continue
             else:
-                raise PgError(f"unexpected message {kind!r} during a query")
-
-    @staticmethod
-    def _row_description(body: bytes) -> list[str]:
-        (count,) = struct.unpack("!H", body[:2])
-        names: list[str] = []
-        pos = 2
-        for _ in range(count):
-            end = body.index(b"\0", pos)
-            names.append(body[pos:end].decode("utf-8", "replace"))
-            pos = end + 1 + 18
-        return names
-
-    @staticmethod
-    def _data_row(body: bytes) -> tuple[str | None, ...]:
-        (count,) = struct.unpack("!H", body[:2])
-        values: list[str | None] = []
-        pos = 2
-        for _ in range(count):
-            (size,) = struct.unpack("!i", body[pos:pos + 4])
-            pos += 4
-            if size < 0:
-                values.append(None)
-            else:
-                values.append(body[pos:pos + size].decode("utf-8", "replace"))
-                pos += size
-        return tuple(values)
+                raise PgError(f"unexpected message {type(msg).__name__} during a query")
 
     def close(self) -> None:
         """Send Terminate and close the socket; never raises."""
         with contextlib.suppress(OSError):
-            self._sock.sendall(b"X\0\0\0\4")
+            self._sock.sendall(encode_frontend(m.Terminate()))
         self._sock.close()
 
     def __enter__(self) -> PgClient:
@@ -281,8 +217,8 @@ def connect(host: str, port: int, *, user: str = "cube", password: str | None = 
             params: Mapping[str, str] | None = None) -> PgClient:
     """Open a connection; each socket operation times out after ``timeout`` s.
 
-    ``params`` are extra StartupMessage parameters, e.g. ``{"process_id": "w1"}`` (dialect
-    doc §8: the connection's process id).
+    ``params`` are extra StartupMessage parameters, e.g. ``{"process_id": "w1"}`` (the
+    connection's process id, ``docs/dialect.md`` §8 rule 7).
 
     With ``deadline`` (a ``time.monotonic()`` value) the whole conversation, later queries
     included, must finish by then; the healthcheck uses it to bound its total time.
@@ -303,3 +239,62 @@ def connect(host: str, port: int, *, user: str = "cube", password: str | None = 
         sock.close()
         raise
     return client
+
+
+class RawClient:
+    """A blocking socket speaking raw messages, for tests that need exact control."""
+
+    def __init__(self, host: str, port: int, *, timeout: float = 30.0) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.decoder = BackendDecoder()
+        self._ready: deque[m.BackendMessage] = deque()
+
+    def send(self, *msgs: m.FrontendMessage | m.SASLInitialResponse) -> None:
+        self.sock.sendall(b"".join(encode_frontend(msg) for msg in msgs))
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def recv_byte(self) -> bytes:
+        """One unframed byte: the server's answer to an SSLRequest or GSSENCRequest."""
+        return self.sock.recv(1)
+
+    def receive(self) -> m.BackendMessage | None:
+        """The next message; None when the server closed the connection."""
+        while not self._ready:
+            data = self.sock.recv(65536)
+            if not data:
+                return None
+            self._ready.extend(self.decoder.feed(data))
+        return self._ready.popleft()
+
+    def until(self, kind: type, count: int = 1) -> list[m.BackendMessage]:
+        """Every message up to and including the ``count``-th of type ``kind``."""
+        out: list[m.BackendMessage] = []
+        seen = 0
+        while seen < count:
+            msg = self.receive()
+            if msg is None:
+                raise ConnectionError(f"closed while waiting for {kind.__name__}: got {out!r}")
+            out.append(msg)
+            if isinstance(msg, kind):
+                seen += 1
+        return out
+
+    def startup(self, user: str = "cube", **params: str) -> list[m.BackendMessage]:
+        pairs = (("user", user), *params.items())
+        self.send(m.StartupMessage(m.PROTOCOL_3_0, tuple(pairs)))
+        return self.until(m.ReadyForQuery)
+
+    def query(self, sql: str) -> list[m.BackendMessage]:
+        self.send(m.Query(sql))
+        return self.until(m.ReadyForQuery)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

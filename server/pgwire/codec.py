@@ -3,9 +3,10 @@
 The formats are those of PostgreSQL 15's "Message Formats" page. The decoder knows that a
 connection starts with untyped packets (SSLRequest, GSSENCRequest, CancelRequest, then
 the StartupMessage) and that typed messages follow. It caps sizes as PostgreSQL does
-(``postgres-wire.md``, "Edge cases"): a startup packet over 10,000 bytes, or a typed
-message whose declared length exceeds ``max_message_size``, is refused as soon as the
-length is read, so a hostile length never makes the server buffer the body.
+(``MAX_STARTUP_PACKET_LENGTH`` in its ``libpq/pqcomm.h``): a startup packet over 10,000
+bytes, or a typed message whose declared length exceeds ``max_message_size``, is refused
+as soon as the length is read, so a hostile length never makes the server buffer the body.
+The client role of this codec is :mod:`cubequeue.server.pgwire.client`.
 
 Anything the peer gets wrong raises :class:`FramingError` (a ``ProtocolViolation``,
 08P01); framing is lost after it, so the caller answers FATAL and closes. Messages that
@@ -21,6 +22,11 @@ from typing import Any, Final
 
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.messages import (
+    CANCEL_REQUEST_CODE,
+    GSSENC_REQUEST_CODE,
+    SSL_REQUEST_CODE,
+)
 
 __all__ = [
     "BIND_COMPLETE",
@@ -43,9 +49,6 @@ __all__ = [
     "encode_many",
 ]
 
-SSL_REQUEST_CODE: Final = 80877103
-GSSENC_REQUEST_CODE: Final = 80877104
-CANCEL_REQUEST_CODE: Final = 80877102
 #: PostgreSQL's MAX_STARTUP_PACKET_LENGTH
 MAX_STARTUP_PACKET: Final = 10_000
 DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024

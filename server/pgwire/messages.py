@@ -1,10 +1,11 @@
 """The PostgreSQL v3 messages cubequeue exchanges, as frozen slotted dataclasses.
 
 Names and fields follow "Message Formats" of the PostgreSQL 15 documentation
-(https://www.postgresql.org/docs/15/protocol-message-formats.html); see
-``postgres-wire.md`` §1 for which ones the server must handle. Frontend messages are what
-:class:`~cubequeue.server.pgwire.codec.Decoder` yields; backend messages are what
-:func:`~cubequeue.server.pgwire.codec.encode` writes. Values are already decoded
+(https://www.postgresql.org/docs/15/protocol-message-formats.html). Frontend messages are
+what :class:`~cubequeue.server.pgwire.codec.Decoder` yields and
+:func:`~cubequeue.server.pgwire.client.encode_frontend` writes; backend messages are what
+:func:`~cubequeue.server.pgwire.codec.encode` writes and
+:class:`~cubequeue.server.pgwire.client.BackendDecoder` reads. Values are already decoded
 (``str`` for C strings, ``bytes | None`` for parameter and column values), so the
 session never sees wire framing.
 """
@@ -12,10 +13,14 @@ session never sees wire framing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import get_args
+from typing import Final, get_args
 
 __all__ = [
     "BACKEND_TYPES",
+    "CANCEL_REQUEST_CODE",
+    "GSSENC_REQUEST_CODE",
+    "PROTOCOL_3_0",
+    "SSL_REQUEST_CODE",
     "AuthenticationCleartextPassword",
     "AuthenticationMD5Password",
     "AuthenticationOk",
@@ -63,6 +68,13 @@ __all__ = [
 ]
 
 # --- untyped first packets --------------------------------------------------------------
+
+#: the protocol a StartupMessage asks for: major 3, minor 0
+PROTOCOL_3_0: Final = 3 << 16
+#: the codes that stand in for a protocol version in the other first packets
+SSL_REQUEST_CODE: Final = 80877103
+GSSENC_REQUEST_CODE: Final = 80877104
+CANCEL_REQUEST_CODE: Final = 80877102
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
 from cubequeue.server.pgwire.codec import (
     Decoder,
     FramingError,
     decode_sasl_initial_response,
     encode,
 )
-from cubequeue.server.pgwire.peer import BackendDecoder, encode_frontend
 
 # (message, golden hex) — frontend messages as a client writes them (PostgreSQL 15
 # "Message Formats"; the startup packets as captured from psql 15 / libpq).

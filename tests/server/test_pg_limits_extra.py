@@ -23,9 +23,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from cubequeue.server.pgclient import PgClient, QueryResult, connect
+from cubequeue.server.pgclient import PgClient, QueryResult, RawClient, connect
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.peer import RawClient
 
 P3 = 196608
 StartServer = Callable[..., Any]

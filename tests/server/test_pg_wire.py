@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cubequeue.server.pgclient import RawClient
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.peer import RawClient, encode_frontend
+from cubequeue.server.pgwire.client import encode_frontend
 
 P3 = 196608
 
