@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from datetime import tzinfo
 from typing import Literal
 
 from cubequeue.grammar.errors import InvalidParameterValue
+from cubequeue.server.timestamps import session_zone
+from cubequeue.storage.limits import MAX_PROCESS_ID_BYTES
+from cubequeue.storage.sizes import utf8_len
 
 from .errors import CantChangeRuntimeParam
 from .gucs import GUCS, canonical_name, normalize, server_version_num
 
 __all__ = ["MAX_PROCESS_ID_LEN", "PlainSession", "TxStatus"]
 
-#: Cube Store's limit on a process id (dialect doc §3.1: 96; the WS header is capped at 64).
-MAX_PROCESS_ID_LEN = 96
+#: the store's process-id cap (UTF-8 bytes), under the name this package exported first
+MAX_PROCESS_ID_LEN = MAX_PROCESS_ID_BYTES
 TxStatus = Literal["I", "T", "E"]
 #: Startup keys that are connection parameters, not settings (protocol-flow.html).
 _NOT_GUCS = frozenset({"user", "database", "replication", "options"})
@@ -98,10 +102,13 @@ class PlainSession:
         server_version: str,
         user: str,
         startup_params: Mapping[str, str] | None = None,
-        process_id_max_len: int = MAX_PROCESS_ID_LEN,
+        process_id_max_len: int = MAX_PROCESS_ID_BYTES,
     ) -> None:
         """Raises QueueError for a startup parameter the server refuses (an over-long
-        process_id 22023, a non-UTF8 client_encoding 0A000…): send it as FATAL."""
+        process_id 22023, a non-UTF8 client_encoding 0A000…): send it as FATAL.
+
+        ``process_id_max_len`` is in UTF-8 bytes; the default is the store's own cap
+        (``docs/dialect.md`` §3.1), checked here too so a SET fails at once."""
         params = dict(startup_params or {})
         self.server_version = server_version
         self.user = user
@@ -138,8 +145,15 @@ class PlainSession:
 
     @property
     def process_id(self) -> str | None:
-        """The connection's process id (§8 rule 7); None when unset or empty."""
+        """The connection's process id (``docs/dialect.md`` §8 rule 7); None when unset
+        or empty."""
         return self.get("process_id") or None
+
+    @property
+    def zone(self) -> tzinfo:
+        """The ``TimeZone`` setting as a tzinfo: the zone a text timestamptz is shown in,
+        on the wire as in ``::text``."""
+        return session_zone(self.get("TimeZone") or "UTC")
 
     @property
     def statement_timeout_ms(self) -> int:
@@ -158,7 +172,8 @@ class PlainSession:
     # -- changing --------------------------------------------------------------------
 
     def _checked(self, key: str, value: str, current: str | None) -> str:
-        if key == "process_id" and len(value) > self.process_id_max_len:
+        if key == "process_id" and utf8_len(value) > self.process_id_max_len:
+            # Cube Store's wording says "characters" although the cap counts bytes
             raise InvalidParameterValue(
                 f"process_id exceeds maximum allowed length of {self.process_id_max_len} characters"
             )
