@@ -77,7 +77,8 @@
       .map(([wire, n]) => wire + " " + n).join(" · ") || "0";
     const cps = o.commands_per_second;
     $("overview").replaceChildren(
-      card("store", o.store.kind + " · " + o.store.persistence),
+      card("store", o.store.kind),
+      card("persistence", o.store.persistence === "memory" ? "none (in memory)" : o.store.persistence),
       card("uptime", fmtUptime(o.uptime_s)),
       card("items", fmtInt(o.queue.items)),
       card("prefixes", fmtInt(o.queue.prefixes)),
@@ -233,13 +234,21 @@
       return tr;
     });
     replaceRows($("item-rows"), rows);
-    replaceRows($("departure-rows"), departures.departures.map((d) => {
+    const gone = departures.departures.map((d) => {
       const tr = el("tr");
       tr.append(el("td", d.id, "num"), el("td", d.path, "mono wrap"), el("td", d.reason),
         el("td", fmtAge(d.ago_ms), "num"), el("td", fmtAge(d.queued_ms), "num"),
         el("td", fmtAge(d.active_ms), "num"));
       return tr;
-    }));
+    });
+    if (gone.length === 0) {
+      const tr = el("tr");
+      const td = el("td", "no item of this prefix has left the queue yet", "hint");
+      td.colSpan = 6;
+      tr.append(td);
+      gone.push(tr);
+    }
+    replaceRows($("departure-rows"), gone);
   }
 
   // -- the loop --------------------------------------------------------------------------
