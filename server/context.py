@@ -2,7 +2,7 @@
 
 One :class:`ServerContext` exists per server process. The :class:`ConnectionRegistry`
 enforces ``--max-connections`` / ``--max-connections-per-user`` across both wires (a
-connection cap: 53300, dialect doc §8 rule 10), writes the one log line per connection
+connection cap: 53300), writes the one log line per connection
 open and close, keeps the PostgreSQL cancel keys, and tells every open connection to
 end when the server shuts down.
 """
@@ -27,9 +27,19 @@ if TYPE_CHECKING:
     from cubequeue.storage.clock import AdjustableClock
     from cubequeue.storage.store import Store
 
-__all__ = ["ConnectionInfo", "ConnectionRegistry", "ServerContext", "load_users"]
+__all__ = [
+    "PG_SERVER_VERSION",
+    "ConnectionInfo",
+    "ConnectionRegistry",
+    "ServerContext",
+    "load_users",
+]
 
 _log = logging.getLogger("cubequeue.conn")
+
+#: the PostgreSQL release cubequeue claims (``server_version``, ``SELECT version()``): a
+#: major that psql 15 accepts
+PG_SERVER_VERSION = "15.18"
 
 
 @dataclass(slots=True, eq=False)
@@ -167,6 +177,11 @@ class ServerContext:
     version: str
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
+
+    @property
+    def server_version(self) -> str:
+        """What ``server_version`` reports on either wire."""
+        return f"{PG_SERVER_VERSION} (cubequeue {self.version})"
 
     def password_for(self, user: str) -> str | None:
         """The password ``user`` must present, or None when the user is unknown."""

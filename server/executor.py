@@ -1,16 +1,27 @@
-"""The one path from a dialect statement to the store, shared by both wires.
+"""The one path from statement text to an answer, shared by both wires.
 
-Both the PostgreSQL wire and Cube Store's WebSocket protocol prepare statement text
-here (parsed once per distinct text, through the grammar's cache), bind parameters with
-the grammar's binder, and run the bound command through :meth:`Executor.run` or, for
-``QUEUE RESULT_BLOCKING``, :meth:`Executor.run_blocking`. That keeps metrics, the
-slow-command log, the error log and the blocking-wait rules in one place.
+Both the PostgreSQL session and the WebSocket session hand statements here, so that
+these rules exist once:
+
+* **routing**: a statement whose first word is QUEUE, CACHE or SYS is the dialect
+  (parsed once per distinct text through the grammar's cache, bound with the grammar's
+  binder); everything else is plain SQL (:mod:`cubequeue.server.sql`: session statements
+  and SELECT over the system tables);
+* **transaction status**: in a failed block ('E') every statement but COMMIT / END /
+  ROLLBACK / ABORT is refused with 25P02, and any failure turns an open block into a
+  failed one (:meth:`Executor.failed`), as PostgreSQL does;
+* **metrics, the error log and the slow-command log** for every dialect command;
+* **waiting**: a step the store cannot answer at once (``QUEUE RESULT_BLOCKING``, an
+  awaitable from a store that waits for a disk or a database, a :class:`RowStream`) comes
+  back as a :class:`WaitFor`; the wire's asyncio shell awaits :meth:`Executor.complete`
+  and feeds the result back to its session. The in-memory store answers with a
+  ``ResultSet`` at once, and that path creates no coroutine.
 
 ``RESULT_BLOCKING`` never blocks the event loop: the store answers at once or registers
-a plain callback (dialect doc §8 rule 13) that resolves this coroutine's future when the
-matching ACK commits. The wait is bounded by ``--max-blocking-timeout`` on real time
-(the test clock does not move it). Cancelling the awaiting task (CancelRequest, client
-timeout, disconnect) withdraws the waiter from the store.
+a plain callback that resolves a future when the matching ACK commits. The wait is
+bounded by ``--max-blocking-timeout`` on real time (the test clock does not move it).
+Cancelling the awaiting task (CancelRequest, client timeout, disconnect) withdraws the
+waiter from the store.
 """
 
 from __future__ import annotations
@@ -18,26 +29,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
-from cubequeue.grammar import param_slots, parse_cached
+from cubequeue.grammar import bind, is_dialect, param_slots, parse_cached
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
 from cubequeue.grammar.results import Column, ResultSet
+from cubequeue.server.errors import InFailedTransaction
+from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
+from cubequeue.server.sql.errors import UndefinedParameter
+from cubequeue.server.sql.lexer import first_word
+from cubequeue.storage.interface import RowStream
 
 if TYPE_CHECKING:
-    from cubequeue.storage.store import Store
+    from cubequeue.server.sql.outcome import PlainDescription
+    from cubequeue.storage.interface import Cancellable, StoreBackend
 
-__all__ = ["Executor", "Observe", "Prepared"]
+__all__ = [
+    "TX_END_WORDS",
+    "Binder",
+    "Executor",
+    "Observe",
+    "Prepared",
+    "Step",
+    "WaitFor",
+    "ends_block",
+]
 
 _log = logging.getLogger("cubequeue.command")
+_internal_log = logging.getLogger("cubequeue.server")
 
 #: distinct statement texts kept prepared (oldest dropped first)
 _PREPARE_CACHE_SIZE = 4096
 #: the command name metrics and logs use for statements that did not parse
 _PARSE = "(parse)"
+#: the first words that may run in a failed transaction block (they end it)
+TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
+_IN_FAILED = "current transaction is aborted, commands ignored until end of transaction block"
+
+#: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
+Observe = Callable[[str, str, float], None]
+#: a wire's own reading of its parameters: the grammar's placeholders → positional values
+Binder = Callable[[tuple[Param, ...]], Sequence[Any]]
 
 
 def _log_failure(command: str, error: QueueError) -> None:
@@ -46,8 +81,10 @@ def _log_failure(command: str, error: QueueError) -> None:
         extra={"command": command, "sqlstate": error.sqlstate},
     )
 
-#: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
-Observe = Callable[[str, str, float], None]
+
+def ends_block(sql: str) -> bool:
+    """True for COMMIT / END / ROLLBACK / ABORT: what a failed block still accepts."""
+    return first_word(sql) in TX_END_WORDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +97,55 @@ class Prepared:
     columns: tuple[Column, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class WaitFor:
+    """A step that has to wait: the wire's shell awaits ``executor.complete(wait)``.
+
+    ``pending`` is what the store handed back (an awaitable or a row stream), or None
+    for a ``QUEUE RESULT_BLOCKING`` that has not reached the store yet."""
+
+    command: Command
+    process_id: str | None
+    pending: Awaitable[ResultSet | RowStream] | RowStream | None = None
+    started: float = 0.0
+
+
+#: what running a dialect command gives: its rows now, or a wait
+Step = ResultSet | WaitFor
+
+
+class _PlainTables:
+    """The store as plain SQL reads it: a system table is a whole frame, the clock a call."""
+
+    __slots__ = ("_store", "clock")
+
+    def __init__(self, store: StoreBackend) -> None:
+        self._store = store
+        # until every store has the seam's now_ms, the in-memory one's clock is the same
+        clock = getattr(store, "now_ms", None) or getattr(store, "clock")  # noqa: B009
+        self.clock: Callable[[], int] = clock
+
+    def system_table(self, name: str) -> ResultSet:
+        table = self._store.system_table(name)
+        if isinstance(table, ResultSet):
+            return table
+        if isinstance(table, RowStream):
+            return table.collect()
+        close = getattr(table, "close", None)
+        if close is not None:  # a coroutine never awaited: say so quietly, not at GC
+            close()
+        raise InternalError(
+            f"system.{name} of the {getattr(self._store, 'kind', '?')} store "
+            "can only be read asynchronously"
+        )
+
+
 class Executor:
+    """Routing, transaction checks, metrics and logs for both wires (module docstring)."""
+
     def __init__(
         self,
-        store: Store,
+        store: StoreBackend,
         *,
         max_blocking_timeout_ms: int = 600_000,
         slow_command_ms: int = 1000,
@@ -73,7 +155,65 @@ class Executor:
         self.max_blocking_timeout_ms = max_blocking_timeout_ms
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
+        self._tables = _PlainTables(store)
         self._prepared: dict[str, Prepared] = {}
+
+    # --- statement text ----------------------------------------------------------------
+
+    def statement(
+        self,
+        sql: str,
+        session: PlainSession,
+        process_id: str | None,
+        binder: Binder | None = None,
+        refuse: Callable[[str], None] | None = None,
+    ) -> tuple[Command, Step] | PlainOutcome:
+        """Run one statement of text: a dialect command's ``(command, step)``, or plain
+        SQL's outcome. ``binder`` supplies placeholder values (none: 42P02); ``refuse``
+        may reject plain SQL the wire does not serve before it runs."""
+        if is_dialect(sql):
+            if session.tx_status == "E":
+                raise InFailedTransaction(_IN_FAILED)
+            prepared = self.prepare(sql)
+            command = prepared.command
+            if prepared.params:
+                if binder is None:
+                    raise UndefinedParameter(f"there is no parameter ${prepared.params[0].index}")
+                command = bind(command, binder(prepared.params))
+            return command, self.run(command, process_id)
+        if refuse is not None:
+            refuse(sql)
+        return run_plain(sql, session, self._tables)
+
+    def check_open(self, session: PlainSession, statement_ends_block: bool) -> None:
+        """25P02 in a failed block, unless the statement ends the block."""
+        if session.tx_status == "E" and not statement_ends_block:
+            raise InFailedTransaction(_IN_FAILED)
+
+    def plain(
+        self, sql: str, session: PlainSession, params: Sequence[str | None] = ()
+    ) -> PlainOutcome:
+        """A prepared plain statement with its parameters as text (the tx check included)."""
+        return run_plain(sql, session, self._tables, params)
+
+    def describe(self, sql: str, session: PlainSession) -> Prepared | PlainDescription:
+        """A statement parsed for the extended protocol, without running it: the dialect's
+        :class:`Prepared`, or plain SQL's parameters and columns."""
+        if is_dialect(sql):
+            return self.prepare(sql)
+        return describe_plain(sql, session, self._tables)
+
+    def failed(self, session: PlainSession | None, exc: BaseException) -> QueueError:
+        """A statement failed: the error to answer (our bugs become a logged XX000), and
+        an open transaction block becomes a failed one."""
+        if not isinstance(exc, QueueError):
+            _internal_log.error("internal error running a statement", exc_info=exc)
+            exc = InternalError(f"internal error: {exc}")
+        if session is not None:
+            session.fail_transaction()
+        return exc
+
+    # --- dialect commands --------------------------------------------------------------
 
     def prepare(self, sql: str) -> Prepared:
         """Parse ``sql`` (cached by text); raises :class:`QueueError` (42601, …)."""
@@ -92,8 +232,10 @@ class Executor:
             self._prepared[sql] = prepared
         return prepared
 
-    def run(self, cmd: Command, process_id: str | None = None) -> ResultSet:
-        """Execute one bound command as one atomic store step."""
+    def run(self, cmd: Command, process_id: str | None = None) -> Step:
+        """Execute one bound command as one atomic store step: its rows, or a wait."""
+        if isinstance(cmd, QueueResultBlocking):
+            return WaitFor(cmd, process_id)
         started = time.perf_counter()
         try:
             result = self.store.execute(cmd, process_id)
@@ -101,15 +243,36 @@ class Executor:
             self._finish(cmd, exc.sqlstate, started, exc)
             raise
         except Exception as exc:
-            _log.exception("internal error running %s", cmd.tag, extra={"command": cmd.tag})
-            self._finish(cmd, InternalError.sqlstate, started, None)
-            raise InternalError(f"internal error: {exc}") from exc
+            raise self._internal(cmd, started, exc) from exc
+        if isinstance(result, ResultSet):
+            self._finish(cmd, "ok", started, None)
+            return result
+        return WaitFor(cmd, process_id, result, started)
+
+    async def complete(self, wait: WaitFor) -> ResultSet:
+        """The result of a :class:`WaitFor` (run by the wire's asyncio shell)."""
+        cmd = wait.command
+        if wait.pending is None:
+            assert isinstance(cmd, QueueResultBlocking)
+            return await self._blocking(cmd, wait.process_id)
+        started = wait.started
+        try:
+            pending = wait.pending
+            result = pending if isinstance(pending, RowStream) else await pending
+            if isinstance(result, RowStream):
+                result = await _gather(result)
+        except QueueError as exc:
+            self._finish(cmd, exc.sqlstate, started, exc)
+            raise
+        except asyncio.CancelledError:
+            self._observe_only(cmd, "57014", started)
+            raise
+        except Exception as exc:
+            raise self._internal(cmd, started, exc) from exc
         self._finish(cmd, "ok", started, None)
         return result
 
-    async def run_blocking(
-        self, cmd: QueueResultBlocking, process_id: str | None = None
-    ) -> ResultSet:
+    async def _blocking(self, cmd: QueueResultBlocking, process_id: str | None) -> ResultSet:
         """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows."""
         assert isinstance(cmd.timeout, int), "bind parameters before running"
         started = time.perf_counter()
@@ -122,6 +285,8 @@ class Executor:
 
         try:
             outcome = self.store.result_blocking(cmd, deliver, process_id)
+            if hasattr(outcome, "__await__"):  # a store that must wait before answering
+                outcome = await cast("Awaitable[ResultSet | Cancellable]", outcome)
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, exc)
             raise
@@ -141,6 +306,15 @@ class Executor:
         self._observe_only(cmd, "ok", started)
         return result
 
+    # --- metrics and logs ----------------------------------------------------------------
+
+    def _internal(self, cmd: Command, started: float, exc: Exception) -> InternalError:
+        _log.error(
+            "internal error running %s", cmd.tag, exc_info=exc, extra={"command": cmd.tag}
+        )
+        self._finish(cmd, InternalError.sqlstate, started, None)
+        return InternalError(f"internal error: {exc}")
+
     def _finish(
         self, cmd: Command, outcome: str, started: float, error: QueueError | None
     ) -> None:
@@ -159,3 +333,13 @@ class Executor:
         """Blocking waits are metered but never "slow": waiting is their job."""
         if self._observe is not None:
             self._observe(cmd.tag, outcome, time.perf_counter() - started)
+
+
+async def _gather(stream: RowStream) -> ResultSet:
+    """A stream's rows, yielding to the event loop between slices so that other
+    connections keep going while a large result is read."""
+    rows = []
+    for part in stream.slices:
+        rows.extend(part)
+        await asyncio.sleep(0)
+    return ResultSet(stream.columns, rows)

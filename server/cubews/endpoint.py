@@ -1,21 +1,23 @@
-"""The ``/ws`` endpoint: Cube Store's WebSocket protocol on one socket (cube-client.md §3).
+"""The ``/ws`` endpoint: the asyncio shell around :class:`~.session.WsSession`.
+
+What to answer is the session's business (socket-free, driven by bytes in tests); this
+module only moves frames and runs waits:
 
 * **One task per message.** Cube's driver multiplexes everything (cache, queue, the
   RESULT_BLOCKING long polls and the ACKs that wake them) over one socket and matches
-  answers by ``message_id`` (§3.2), so messages run concurrently and are answered in
-  any order. The receive loop only spawns tasks; it never waits on a statement, so
-  pongs and ACKs keep flowing while long polls wait.
-* **Dedup** by (connection_id, message_id) across sockets (:mod:`.dedup`): a resend
-  after a reconnect never runs a statement twice. An answer is forgotten once the
-  client has provably read it: after the answers go out, the socket sends a ping, and
-  the pong (which the client sends only after reading every earlier frame) confirms
-  them. Answers that were never confirmed stay for ``--ws-dedup-ttl`` seconds.
-* **Sizes** (config.md ``--max-message-size``, Cube Store ``http/mod.rs``): a message
-  over the limit gets an HttpError naming it, on a socket that stays up; the transport
-  refuses anything over twice the limit with close code 1009 (see ``http.py``).
-* Cube Store's reactions to protocol errors: a message that is not a flatbuffer is
-  logged and ignored (its id is unknown); a non-binary message, or a command other
-  than HttpQuery, closes the socket.
+  answers by ``message_id``, so messages run concurrently and are answered in any
+  order. The receive loop only spawns tasks; it never waits on a statement, so pongs
+  and ACKs keep flowing while long polls wait.
+* **Dedup confirmation.** An answer kept for resends (:mod:`.dedup`) is forgotten once
+  the client has provably read it: after the answers go out, the socket sends a ping,
+  and the pong (which the client sends only after reading every earlier frame) confirms
+  them. Answers that were never confirmed stay for ``--ws-dedup-ttl`` seconds. A wait
+  whose answer other sockets share outlives this socket.
+* **Sizes**: the transport refuses anything over twice ``--max-message-size`` with close
+  code 1009 (see ``http.py``); the session answers a message over the limit itself.
+* ``x-process-id``: the header is capped at :data:`MAX_PROCESS_ID_LEN` characters, the
+  cap Cube Store puts on the header; the process id a queue item records has its own
+  limit in bytes, checked by the store.
 """
 
 from __future__ import annotations
@@ -29,36 +31,32 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from cubequeue.grammar.errors import QueueError
-from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
-from cubequeue.server.cubews.dedup import JOINED, RUN, Cached, DedupTable, Key
-from cubequeue.server.cubews.execute import execute_query
-from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
+from cubequeue.server.cubews.dedup import DedupTable, Key
+from cubequeue.server.cubews.session import (
+    Await,
+    Close,
+    Event,
+    Send,
+    WsSession,
+    oversize_request_error,
+)
 
 if TYPE_CHECKING:
     from websockets.asyncio.server import ServerConnection
 
     from cubequeue.server.context import ConnectionInfo, ServerContext
-    from cubequeue.server.sql.session import PlainSession
 
 __all__ = ["MAX_PROCESS_ID_LEN", "WsEndpoint", "oversize_request_error"]
 
 _log = logging.getLogger("cubequeue.ws")
 
-#: Cube Store caps the ``x-process-id`` header (``QUEUE_ITEM_PROCESS_ID_MAX_LEN``).
+#: the ``x-process-id`` header's own cap, in characters, as Cube Store has it
+#: (``QUEUE_ITEM_PROCESS_ID_MAX_LEN``); not the store's byte limit on a process id
 MAX_PROCESS_ID_LEN = 64
 #: how long a confirming ping may wait for its pong before the answers stay cached
 CONFIRM_TIMEOUT_S = 30.0
 #: the longest pause between two sweeps of expired dedup answers
 MAX_SWEEP_INTERVAL_S = 5.0
-
-
-def oversize_request_error(size: int, limit: int) -> str:
-    """Cube Store's answer to a request over the message limit, naming our knob."""
-    return (
-        f"Request of {size} bytes exceeds the maximum message size of {limit} bytes. "
-        "Reduce the size of the query, or raise --max-message-size "
-        "(CUBEQUEUE_MAX_MESSAGE_SIZE)."
-    )
 
 
 class WsEndpoint:
@@ -119,7 +117,7 @@ def _peer(ws: ServerConnection) -> str:
 
 
 class _Socket:
-    """One client socket: its tasks, its process id, its answers awaiting confirmation."""
+    """One client socket: its tasks and its answers awaiting confirmation."""
 
     def __init__(
         self,
@@ -132,9 +130,17 @@ class _Socket:
         self.endpoint = endpoint
         self.ws = ws
         self.info = info
-        self.process_id = process_id
-        self.user = user
-        self._session: PlainSession | None = None
+        ctx = endpoint.ctx
+        self.session: WsSession[_Socket] = WsSession(
+            ctx.executor,
+            endpoint.dedup,
+            self,
+            process_id=process_id,
+            user=user,
+            server_version=ctx.server_version,
+            max_message_size=endpoint.max_message_size,
+            conn_id=info.id,
+        )
         #: tasks that die with the socket (no connection_id: nobody else wants the answer)
         self._private: set[asyncio.Task[None]] = set()
         #: tasks whose answer is shared through the dedup table (kept when the socket goes)
@@ -143,27 +149,12 @@ class _Socket:
         self._wake = asyncio.Event()
         self._confirmer: asyncio.Task[None] | None = None
 
-    def session(self) -> PlainSession:
-        if self._session is None:
-            from cubequeue.server.pgwire.session import PG_SERVER_VERSION
-            from cubequeue.server.sql.session import PlainSession
-
-            params = {"process_id": self.process_id} if self.process_id is not None else None
-            self._session = PlainSession(
-                server_version=f"{PG_SERVER_VERSION} (cubequeue {self.endpoint.ctx.version})",
-                user=self.user or "cube",
-                startup_params=params,
-            )
-        return self._session
-
     async def serve(self) -> None:
         self._confirmer = asyncio.get_running_loop().create_task(self._confirm_forever())
         try:
             async for message in self.ws:
                 if isinstance(message, str):
-                    _log.warning("closing ws connection %d: text message received", self.info.id,
-                                 extra={"conn_id": self.info.id})
-                    await self.ws.close(CloseCode.UNSUPPORTED_DATA, "binary messages only")
+                    await self._perform(self.session.receive(message))
                     return
                 self._spawn(message)
         except ConnectionClosed as exc:
@@ -215,59 +206,29 @@ class _Socket:
                 dedup.confirmed(key)
 
     async def _process(self, data: bytes) -> None:
-        try:
-            message = decode_message(data)
-        except QueueError as exc:
-            _log.warning("ws connection %d: undecodable message ignored: %s", self.info.id,
-                         exc.message, extra={"conn_id": self.info.id})
-            return
-        limit = self.endpoint.max_message_size
-        if len(data) > limit:
-            text = oversize_request_error(len(data), limit)
-            _log.warning("ws connection %d: %s", self.info.id, text, extra={"conn_id": self.info.id})
-            await self.deliver(encode_error(message.message_id, message.connection_id, text), None)
-            return
-        if not isinstance(message.command, HttpQuery):
-            await self._refuse_command(message)
-            return
-        if message.connection_id is None:
-            await self.deliver(await self._answer(message, message.command), None)
-            return
-        key = (message.connection_id, message.message_id)
-        outcome = self.endpoint.dedup.begin(key, self)
-        if isinstance(outcome, Cached):
-            await self.deliver(outcome.answer, key)
-            return
-        if outcome is JOINED:
-            return
-        assert outcome is RUN
+        await self._perform(self.session.receive(data))
+
+    async def _perform(self, events: list[Event[_Socket]]) -> None:
+        for event in events:
+            if isinstance(event, Send):
+                await event.to.deliver(event.frame, event.key)
+            elif isinstance(event, Close):
+                with contextlib.suppress(ConnectionClosed):
+                    await self.ws.close(event.code, event.reason)
+            else:
+                await self._perform(await self._wait(event))
+
+    async def _wait(self, event: Await) -> list[Event[_Socket]]:
+        """Run a waiting step; a shared one outlives this socket (others want it)."""
         task = asyncio.current_task()
-        if task is not None:  # the answer is shared now: outlive this socket
+        if event.shared and task is not None:
             self._private.discard(task)
             self._shared.add(task)
         try:
-            answer = await self._answer(message, message.command)
+            result = await self.endpoint.ctx.executor.complete(event.wait)
         except asyncio.CancelledError:
-            self.endpoint.dedup.abandon(key)
+            self.session.abandon(event.ticket)
             raise
-        for sock in self.endpoint.dedup.complete(key, answer):
-            await sock.deliver(answer, key)
-
-    async def _answer(self, message: HttpMessage, query: HttpQuery) -> bytes:
-        try:
-            result = await execute_query(self.endpoint.ctx, query, self.process_id, self.session)
-        except QueueError as exc:
-            return encode_error(message.message_id, message.connection_id, exc.message)
-        except Exception as exc:  # a bug: logged, and the socket goes on
-            _log.exception("internal error answering a ws message", extra={"conn_id": self.info.id})
-            return encode_error(message.message_id, message.connection_id, f"internal error: {exc}")
-        return encode_result_set(message.message_id, message.connection_id, result)
-
-    async def _refuse_command(self, message: HttpMessage) -> None:
-        command = message.command
-        name = type(command).__name__
-        tag = getattr(command, "type_tag", None)
-        text = f"Unexpected command: {name if tag is None else f'type {tag}'}; expected HttpQuery"
-        await self.deliver(encode_error(message.message_id, message.connection_id, text), None)
-        with contextlib.suppress(ConnectionClosed):
-            await self.ws.close(CloseCode.POLICY_VIOLATION, "unexpected command")
+        except Exception as exc:
+            return self.session.settle(event.ticket, error=exc)
+        return self.session.settle(event.ticket, result)

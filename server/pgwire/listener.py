@@ -1,9 +1,8 @@
 """The asyncio shell around :class:`PgSession`: it only moves bytes and drives waits.
 
 Bytes go to the :class:`Decoder`, messages to the session, the session's answers to
-``transport.write`` (style.md point 4). Output is written after every batch of input,
-so a Flush (or a Describe that asyncpg sends without Sync) is answered at once
-(postgres-wire.md §2.3). The connection-level work the session cannot do without I/O
+``transport.write``. Output is written after every batch of input, so a Flush (or a
+Describe that asyncpg sends without Sync) is answered at once. The connection-level work the session cannot do without I/O
 lives here too:
 
 * SSLRequest → ``N``, or ``S`` and a TLS upgrade (``loop.start_tls``) when
@@ -11,7 +10,8 @@ lives here too:
 * CancelRequest (on its own connection) → ``ctx.connections.cancel(pid, secret)``, then
   close without a reply; the target's running ``RESULT_BLOCKING`` task is cancelled and
   the session answers 57014 "canceling statement due to user request";
-* a ``RESULT_BLOCKING`` wait runs as a task (``executor.run_blocking``) while this
+* a step that waits (``RESULT_BLOCKING``, or a store that answers later) runs as a task
+  (``executor.complete``) while this
   connection queues its later messages and every other connection goes on; a client
   that disconnects just has its task cancelled, which withdraws its waiter;
 * backpressure: reading pauses while the transport's write buffer is over its high-water
@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Final, cast
 from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import ResultSet
 from cubequeue.server.errors import AdminShutdown, ProtocolViolation, QueryCanceled
+from cubequeue.server.executor import WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError
-from cubequeue.server.pgwire.session import PgSession, SessionState, WaitFor
+from cubequeue.server.pgwire.session import PgSession
+from cubequeue.server.pgwire.states import SessionState
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ConnectionInfo, ServerContext
@@ -107,7 +109,7 @@ class PgProtocol(asyncio.Protocol):
         self._lost = True
         self._closing = True
         if self._busy is not None:
-            self._busy.cancel()  # withdraws the waiter (executor.run_blocking)
+            self._busy.cancel()  # withdraws the waiter (executor.complete)
         self.session.abandon()
         self._pending.clear()
         if self._auth_timer is not None:
@@ -235,7 +237,7 @@ class PgProtocol(asyncio.Protocol):
 
     def _start_wait(self, wait: WaitFor) -> None:
         self._flush()
-        coro = self.ctx.executor.run_blocking(wait.command, wait.process_id)
+        coro = self.ctx.executor.complete(wait)
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._wait_done)
         self._busy = task

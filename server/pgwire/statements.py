@@ -1,11 +1,14 @@
 """Prepared statements and portals of the extended query protocol, and their descriptions.
 
-A statement is described completely at Parse time (postgres-wire.md §3): its parameter
-types come from the grammar slots (dialect doc §8 rule 5: int8 for numbers, text for
-paths, payloads and keys; an integer cast in the text, ``$1::int8``, reports that integer
-type, as PostgreSQL would), unless the client declared a type in Parse, which always
-wins; its result columns come from the command's fixed schema (§8 rule 6), so Describe
-never has to run anything (asyncpg and pgjdbc describe before executing).
+A statement is described completely at Parse time: its parameter types come from the
+grammar slots (int8 for numbers, text for paths, payloads and keys; an integer cast in
+the text, ``$1::int8``, reports that integer type, as PostgreSQL would; see
+``docs/dialect.md``), unless the client declared a type in Parse, which always wins; its
+result columns come from the command's fixed schema, so Describe never has to run
+anything (asyncpg and pgjdbc describe before executing).
+
+:class:`Names` holds a session's statements and portals by name, and applies what plain
+SQL asks of them (``DEALLOCATE``, ``CLOSE ALL``, ``DISCARD ALL``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from cubequeue.grammar.commands import Command, Param, Slot
 from cubequeue.grammar.results import Column, Row
+from cubequeue.server.errors import InvalidCursorName, InvalidStatementName
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
+from cubequeue.server.pgwire.errors import DuplicateCursor, DuplicatePreparedStatement
 from cubequeue.server.pgwire.types import (
     COLUMN_OIDS,
     INT2,
@@ -36,9 +41,11 @@ from cubequeue.server.pgwire.types import (
 
 if TYPE_CHECKING:
     from cubequeue.server.executor import Prepared
+    from cubequeue.server.sql.outcome import Effect
 
 __all__ = [
     "ColumnSpec",
+    "Names",
     "Portal",
     "PreparedStatement",
     "ResultShape",
@@ -82,7 +89,7 @@ def dialect_param_oids(params: Sequence[Param], declared: Sequence[int]) -> tupl
 
 
 def columns_of(columns: Sequence[Column], oids: Sequence[int] | None = None) -> ColumnSpec:
-    """The column spec of a result schema; ``oids`` overrides the §8 rule 6 mapping."""
+    """The column spec of a result schema; ``oids`` overrides the column types' OIDs."""
     if not columns:
         return None
     if oids is None:
@@ -150,6 +157,8 @@ class PreparedStatement:
     param_oids: tuple[int, ...]
     columns: ColumnSpec
     prepared: Prepared | None = None
+    #: COMMIT / END / ROLLBACK / ABORT: runs even in a failed transaction block
+    ends_block: bool = False
     _loaders: dict[tuple[int, ...], ParamsLoader] = field(default_factory=dict)
     _shapes: dict[tuple[int, ...], ResultShape] = field(default_factory=dict)
     _description: bytes | None = None
@@ -203,3 +212,55 @@ class Portal:
     @property
     def columns(self) -> ColumnSpec:
         return self.statement.columns
+
+
+class Names:
+    """A session's prepared statements and portals, with PostgreSQL's errors for names."""
+
+    __slots__ = ("portals", "statements")
+
+    def __init__(self) -> None:
+        self.statements: dict[str, PreparedStatement] = {}
+        self.portals: dict[str, Portal] = {}
+
+    def check_new_statement(self, name: str) -> None:
+        if name and name in self.statements:
+            raise DuplicatePreparedStatement(f'prepared statement "{name}" already exists')
+
+    def check_new_portal(self, name: str) -> None:
+        if name and name in self.portals:
+            raise DuplicateCursor(f'cursor "{name}" already exists')
+
+    def statement(self, name: str) -> PreparedStatement:
+        stmt = self.statements.get(name)
+        if stmt is None:
+            if not name:
+                raise InvalidStatementName("unnamed prepared statement does not exist")
+            raise InvalidStatementName(f'prepared statement "{name}" does not exist')
+        return stmt
+
+    def portal(self, name: str) -> Portal:
+        portal = self.portals.get(name)
+        if portal is None:
+            raise InvalidCursorName(f'portal "{name}" does not exist')
+        return portal
+
+    def close(self, kind: str, name: str) -> None:
+        """Close: an unknown name is not an error (PostgreSQL)."""
+        if kind == "S":
+            self.statements.pop(name, None)
+        else:
+            self.portals.pop(name, None)
+
+    def apply(self, effect: Effect) -> None:
+        """What a plain statement asked of the names (DEALLOCATE, CLOSE ALL, DISCARD ALL)."""
+        if effect is None:
+            return
+        if effect in ("deallocate_all", "discard_all"):
+            self.statements.clear()
+        if effect in ("close_all", "discard_all"):
+            self.portals.clear()
+        if isinstance(effect, tuple):
+            if effect[1] not in self.statements:
+                raise InvalidStatementName(f'prepared statement "{effect[1]}" does not exist')
+            del self.statements[effect[1]]

@@ -460,7 +460,7 @@ def test_config_replace_is_usable():
 def test_statement_caches_decoders_and_shapes_per_format_codes():
     session = make()
     run(session, m.Parse("r", "QUEUE RESULT $1"), m.Sync())
-    stmt = session._statements["r"]
+    stmt = session.names.statements["r"]
     for _ in range(2):
         text = run(session, m.Bind("", "r", (), (b"sq:a",), ()), m.Describe("P", ""), m.Sync())
         binary = run(session, m.Bind("", "r", (1,), (b"sq:a",), (1,)), m.Describe("P", ""))
@@ -482,7 +482,7 @@ def test_bad_format_codes_are_refused_every_time_and_never_cached():
         assert sqlstates(out) == ["22023"]
         out = run(session, m.Bind("", "r", (), (b"sq:a",), (0, 1)), m.Sync())
         assert sqlstates(out) == ["08P01"]
-    stmt = session._statements["r"]
+    stmt = session.names.statements["r"]
     assert (2,) not in stmt._loaders and (0, 1) not in stmt._shapes
 
 

@@ -1,0 +1,225 @@
+"""One WebSocket client of Cube Store's protocol, without any I/O: frames in, frames out.
+
+:meth:`WsSession.receive` takes one WebSocket message (bytes, or the text that closes
+the socket) and returns what the socket must do, in order:
+
+* :class:`Send` — write ``frame`` to the socket ``to`` (this one, or another socket that
+  joined a deduplicated message); ``key`` is the dedup key the frame answers, which the
+  socket confirms once the client has provably read it (see ``endpoint.py``);
+* :class:`Close` — close the socket with ``code`` and ``reason``;
+* :class:`Await` — a step that has to wait (``QUEUE RESULT_BLOCKING``, a store that
+  answers later): the socket awaits ``executor.complete(await_.wait)`` and hands the
+  result or the error to :meth:`WsSession.settle`, which returns the Sends; if the wait
+  is cancelled (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
+
+The rules, as Cube Store's ``http/mod.rs`` has them:
+
+* a message over ``--max-message-size`` gets an HttpError naming it, and the socket
+  stays up; a message that is not a flatbuffer is logged and ignored (its id is
+  unknown); a text message, or a command other than HttpQuery, closes the socket;
+* **dedup** by (connection_id, message_id) across sockets (:mod:`.dedup`): a resend
+  after a reconnect never runs a statement twice; a message without a connection id is
+  answered without dedup;
+* statements go to the shared executor (routing, metrics, logs, the blocking wait);
+  ``?`` placeholders are bound from the message's typed parameters (:mod:`.params`), and
+  pre-aggregation statements get one clear error (:mod:`.execute`).
+
+``response_format`` is ignored: the answer is always the legacy ``HttpResultSet`` (Cube's
+decoder accepts it whatever was asked for).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+from websockets.frames import CloseCode
+
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
+from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key
+from cubequeue.server.cubews.execute import refuse_preaggregation
+from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
+from cubequeue.server.cubews.params import ws_values
+from cubequeue.server.executor import WaitFor
+from cubequeue.server.sql import PlainOutcome, PlainSession
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from cubequeue.grammar.commands import Param
+    from cubequeue.server.executor import Executor
+
+__all__ = ["Await", "Close", "Event", "Send", "Ticket", "WsSession", "oversize_request_error"]
+
+_log = logging.getLogger("cubequeue.ws")
+
+S = TypeVar("S")
+
+_UNEXPECTED_COMMAND: Final = "unexpected command"
+_BINARY_ONLY: Final = "binary messages only"
+
+
+def oversize_request_error(size: int, limit: int) -> str:
+    """Cube Store's answer to a request over the message limit, naming our knob."""
+    return (
+        f"Request of {size} bytes exceeds the maximum message size of {limit} bytes. "
+        "Reduce the size of the query, or raise --max-message-size "
+        "(CUBEQUEUE_MAX_MESSAGE_SIZE)."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Send(Generic[S]):
+    to: S
+    frame: bytes
+    key: Key | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """Whom a waiting message answers."""
+
+    message_id: int
+    connection_id: str | None
+    key: Key | None
+
+
+@dataclass(frozen=True, slots=True)
+class Await:
+    wait: WaitFor
+    ticket: Ticket
+
+    @property
+    def shared(self) -> bool:
+        """Other sockets may want this answer: the wait must outlive this socket."""
+        return self.ticket.key is not None
+
+
+Event = Send[S] | Close | Await
+
+
+class WsSession(Generic[S]):
+    """One socket's protocol state; ``owner`` is the opaque socket that Sends go to."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        dedup: DedupTable[S],
+        owner: S,
+        *,
+        process_id: str | None,
+        user: str | None,
+        server_version: str,
+        max_message_size: int,
+        conn_id: int = 0,
+    ) -> None:
+        self.executor = executor
+        self.dedup = dedup
+        self.owner = owner
+        self.process_id = process_id
+        self.max_message_size = max_message_size
+        self.conn_id = conn_id
+        params = {"process_id": process_id} if process_id is not None else None
+        #: the plain-SQL side (settings, SHOW, SELECT over the system tables)
+        self.plain = PlainSession(
+            server_version=server_version, user=user or "cube", startup_params=params
+        )
+
+    def receive(self, data: bytes | str) -> list[Event[S]]:
+        """What to do about one WebSocket message (see the module docstring)."""
+        if isinstance(data, str):
+            _log.warning("closing ws connection %d: text message received", self.conn_id,
+                         extra={"conn_id": self.conn_id})
+            return [Close(CloseCode.UNSUPPORTED_DATA, _BINARY_ONLY)]
+        try:
+            message = decode_message(data)
+        except QueueError as exc:
+            _log.warning("ws connection %d: undecodable message ignored: %s", self.conn_id,
+                         exc.message, extra={"conn_id": self.conn_id})
+            return []
+        limit = self.max_message_size
+        if len(data) > limit:
+            text = oversize_request_error(len(data), limit)
+            _log.warning("ws connection %d: %s", self.conn_id, text, extra={"conn_id": self.conn_id})
+            return [Send(self.owner, encode_error(message.message_id, message.connection_id, text))]
+        query = message.command
+        if not isinstance(query, HttpQuery):
+            return [Send(self.owner, self._refusal(message)),
+                    Close(CloseCode.POLICY_VIOLATION, _UNEXPECTED_COMMAND)]  # fmt: skip
+        key: Key | None = None
+        if message.connection_id is not None:
+            key = (message.connection_id, message.message_id)
+            outcome = self.dedup.begin(key, self.owner)
+            if isinstance(outcome, Cached):
+                return [Send(self.owner, outcome.answer, key)]
+            if outcome is JOINED:
+                return []
+        answer = self._answer(message, query)
+        if isinstance(answer, WaitFor):
+            return [Await(answer, Ticket(message.message_id, message.connection_id, key))]
+        return self._deliver(key, answer)
+
+    def settle(
+        self, ticket: Ticket, result: ResultSet | None = None, error: BaseException | None = None
+    ) -> list[Event[S]]:
+        """The outcome of an :class:`Await`: the answer, to every socket that wants it."""
+        if error is not None:
+            frame = self._error(ticket.message_id, ticket.connection_id, error)
+        else:
+            assert result is not None
+            frame = encode_result_set(ticket.message_id, ticket.connection_id, result)
+        return self._deliver(ticket.key, frame)
+
+    def abandon(self, ticket: Ticket) -> None:
+        """The wait ended without an answer (cancelled at shutdown): forget its entry."""
+        if ticket.key is not None:
+            self.dedup.abandon(ticket.key)
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _deliver(self, key: Key | None, frame: bytes) -> list[Event[S]]:
+        if key is None:
+            return [Send(self.owner, frame)]
+        return [Send(sock, frame, key) for sock in self.dedup.complete(key, frame)]
+
+    def _answer(self, message: HttpMessage, query: HttpQuery) -> bytes | WaitFor:
+        values = query.parameters
+
+        def binder(params: tuple[Param, ...]) -> Sequence[object]:
+            return ws_values(params, values)
+
+        try:
+            answer = self.executor.statement(
+                query.query or "", self.plain, self.process_id, binder, refuse_preaggregation
+            )
+        except Exception as exc:
+            return self._error(message.message_id, message.connection_id, exc)
+        if isinstance(answer, PlainOutcome):
+            result = answer.result if answer.result is not None else EMPTY
+        else:
+            step = answer[1]
+            if isinstance(step, WaitFor):
+                return step
+            result = step
+        return encode_result_set(message.message_id, message.connection_id, result)
+
+    def _error(self, message_id: int, connection_id: str | None, exc: BaseException) -> bytes:
+        error = self.executor.failed(self.plain, exc)
+        return encode_error(message_id, connection_id, error.message)
+
+    @staticmethod
+    def _refusal(message: HttpMessage) -> bytes:
+        command = message.command
+        name = type(command).__name__
+        tag = getattr(command, "type_tag", None)
+        text = f"Unexpected command: {name if tag is None else f'type {tag}'}; expected HttpQuery"
+        return encode_error(message.message_id, message.connection_id, text)
