@@ -1,9 +1,9 @@
 """The ``cubequeue`` console script: run the server, or ``cubequeue healthcheck``.
 
-argv, the environment and logging set-up live here and nowhere else (style.md, "What this
-means for cubequeue" rule 4). The server itself (``cubequeue.server.app``) is imported only
+argv, the environment and logging set-up live here and nowhere else, so every other module
+stays free of process-wide state. The server itself (``cubequeue.server.app``) is imported only
 after the configuration is settled, so ``--help``, a bad option and the healthcheck stay
-fast, and the module imports nothing heavy at load time (issue 9: fast start).
+fast, and the module imports nothing heavy at load time (start-up time: ``bench/startup.py``).
 
 Exit codes: 0 success, 1 healthcheck failed, 2 bad configuration or usage (argparse's
 convention).

@@ -1,7 +1,7 @@
-"""Logging set-up: plain or JSON lines on stderr (issue 8, ``--log-format``).
+"""Logging set-up: plain or JSON lines on stderr (``--log-format``).
 
 Loggers are named ``cubequeue.<area>`` and pass structured fields with ``extra={...}``
-(INTERFACES.md: ``conn_id``, ``peer``, ``protocol``, ``sqlstate``, ``command``, ``ms``).
+(``conn_id``, ``peer``, ``protocol``, ``user``, ``command``, ``sqlstate``, ``ms``).
 Both formats print those fields: plain as ``key=value`` after the message, JSON as keys
 of the one object per line, next to ``ts``, ``level``, ``logger`` and ``msg``. Any other
 ``extra`` field (a departure's ``queue_id`` and ``reason``, say) is printed the same way, so
@@ -23,7 +23,7 @@ from cubequeue.server.config import Config
 
 __all__ = ["JsonFormatter", "PlainFormatter", "setup_logging"]
 
-#: the fields INTERFACES.md names, in the order they are printed
+#: the structured fields every logger may pass, in the order they are printed
 KNOWN_FIELDS = ("conn_id", "peer", "protocol", "user", "command", "sqlstate", "ms")
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}

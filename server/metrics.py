@@ -1,4 +1,4 @@
-"""Prometheus metrics for ``GET /metrics`` (issue 8), on a registry of our own.
+"""Prometheus metrics for ``GET /metrics``, on a registry of our own.
 
 Two kinds of numbers:
 

@@ -1,8 +1,8 @@
 """The decoded form of Cube Store's WebSocket messages (schema: ``http_message.fbs``).
 
-Frozen, slotted values in the h11 style (style.md): what :func:`codec.decode_message`
-returns and what :func:`codec.encode` writes. Field names follow the flatbuffers schema
-of cube-client.md §3.3; an absent optional string is ``None``, never ``""``, because
+Frozen, slotted values in the h11 style: what :func:`codec.decode_message`
+returns and what :func:`codec.encode` writes. Field names follow the flatbuffers schema;
+an absent optional string is ``None``, never ``""``, because
 the wire keeps the difference (an absent ``string_value`` is SQL NULL).
 """
 
@@ -43,7 +43,7 @@ class CommandType(enum.IntEnum):
 
 class ParamType(enum.IntEnum):
     """``union HttpParameterValue`` tags, named as Cube Store names them in its
-    ``Wrong parameters type, actual: <t>`` errors (dialect doc §1.4)."""
+    ``Wrong parameters type, actual: <t>`` errors (``docs/dialect.md`` §1.4)."""
 
     INT64 = 1
     BOOL = 2

@@ -48,7 +48,7 @@ INTERVAL: Final = 1186
 VOID: Final = 2278
 JSONB: Final = 3802
 
-#: the integer OIDs: a key parameter declared with one of these is an id (§8 rule 5)
+#: the integer OIDs: a key parameter declared with one of these is an id (``docs/dialect.md`` §8 rule 5)
 INTEGER_OIDS: Final = frozenset({INT2, INT4, INT8})
 
 #: ``typlen`` for RowDescription (-1: variable length, -2: a C string)
@@ -65,7 +65,7 @@ TYPE_NAMES: Final = {
     VOID: "void", UNKNOWN: "unknown",
 }  # fmt: skip
 
-#: the store's column types on the PostgreSQL wire (§8 rule 6)
+#: the store's column types on the PostgreSQL wire (``docs/dialect.md`` §8 rule 6)
 COLUMN_OIDS: Final = {
     ColumnType.STRING: TEXT,
     ColumnType.INT: INT8,
@@ -81,5 +81,5 @@ CAST_OIDS: Final = {
 
 
 def column_oid(type_: ColumnType) -> int:
-    """The OID a store column type is sent as (§8 rule 6)."""
+    """The OID a store column type is sent as (``docs/dialect.md`` §8 rule 6)."""
     return COLUMN_OIDS[type_]

@@ -1,10 +1,11 @@
 """The configuration parameters (GUCs) the server knows, and how a value is normalised.
 
-PostgreSQL 15 refuses ``SET`` of a name it does not know; cubequeue accepts any name (the
-issue asks for "SET/SHOW for any setting" and drivers set GUCs we never heard of), stores
+PostgreSQL 15 refuses ``SET`` of a name it does not know; cubequeue accepts any name (SET
+and SHOW work for any setting, since drivers set GUCs we never heard of), stores
 it as text, and only checks and normalises the parameters below the way PostgreSQL does
 (``SET DateStyle = iso`` shows ``ISO, MDY``; ``statement_timeout = 5000`` shows ``5s``).
-Reported parameters are those PostgreSQL 15 marks GUC_REPORT (postgres-wire.md §2.2).
+Reported parameters are those PostgreSQL 15 marks GUC_REPORT (its docs, "ParameterStatus"
+in "Protocol Flow").
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def _scs(name: str, value: str) -> str:
     if _bool(name, value) == "on":
         raise FeatureNotSupported(
             "standard_conforming_strings cannot be turned on: cubequeue reads backslash "
-            "escapes in '...' (cubestore-dialect.md §8 rule 4)",
+            "escapes in '...' (docs/dialect.md §8 rule 4)",
             hint="Leave standard_conforming_strings off, or use E'...' or $$...$$ literals.",
         )
     return "off"
@@ -179,7 +180,7 @@ GUCS: dict[str, Guc] = {g.name.lower(): g for g in (
     Guc("server_encoding", "UTF8", "Shows the server (database) character set encoding.", reported=True, read_only=True),
     Guc("server_version", "", "Shows the server version.", reported=True, read_only=True),
     Guc("session_authorization", "", "Sets the session user name.", reported=True, read_only=True),
-    Guc("standard_conforming_strings", "off", "Causes '...' strings to treat backslashes literally (always off: cubestore-dialect.md §8 rule 4).", reported=True, check=_scs),
+    Guc("standard_conforming_strings", "off", "Causes '...' strings to treat backslashes literally (always off: docs/dialect.md §8 rule 4).", reported=True, check=_scs),
     Guc("TimeZone", "Etc/UTC", "Sets the time zone for displaying and interpreting time stamps.", reported=True, check=_timezone),
     Guc("server_version_num", "", "Shows the server version as an integer.", read_only=True),
     Guc("max_identifier_length", "63", "Shows the maximum identifier length.", read_only=True),
@@ -195,7 +196,7 @@ GUCS: dict[str, Guc] = {g.name.lower(): g for g in (
     Guc("bytea_output", "hex", "Sets the output format for bytea."),
     Guc("client_min_messages", "notice", "Sets the message levels that are sent to the client."),
     Guc("row_security", "on", "Enable row security."),
-    Guc("process_id", "", "The process id of this connection for QUEUE ADD EXCLUSIVE, RETRIEVE and LIST (cubestore-dialect.md §8 rule 7)."),
+    Guc("process_id", "", "The process id of this connection for QUEUE ADD EXCLUSIVE, RETRIEVE and LIST (docs/dialect.md §8 rule 7)."),
 )}
 
 

@@ -1,5 +1,5 @@
-"""Session statements: tags, notices, effects, settings and transaction status (issue 5,
-postgres-wire.md §2.4), checked against what PostgreSQL 15 answers."""
+"""Session statements: tags, notices, effects, settings and transaction status, checked
+against what PostgreSQL 15 answers."""
 
 from __future__ import annotations
 
@@ -261,7 +261,7 @@ def test_set_errors(sql: str, sqlstate: str) -> None:
 
 def test_standard_conforming_strings_error_names_rule_4() -> None:
     e = error(new(), "SET standard_conforming_strings = on")
-    assert "§8 rule 4" in e.message
+    assert "docs/dialect.md §8 rule 4" in e.message
 
 
 def test_process_id_limit_message_is_cube_stores() -> None:
@@ -273,6 +273,36 @@ def test_process_id_limit_message_is_cube_stores() -> None:
     short = PlainSession(server_version=VERSION, user="u", process_id_max_len=64)
     with pytest.raises(QueueError, match="maximum allowed length of 64 characters"):
         run(short, "SET process_id = '" + "p" * 65 + "'")
+
+
+def test_process_id_limit_counts_utf8_bytes_as_the_store_does() -> None:
+    from cubequeue.storage.limits import MAX_PROCESS_ID_BYTES
+
+    assert MAX_PROCESS_ID_BYTES == 96
+    s = new()
+    run(s, "SET process_id = '" + "é" * 48 + "'")  # 48 characters, 96 bytes: the cap
+    assert s.process_id == "é" * 48
+    e = error(s, "SET process_id = '" + "é" * 48 + "p'")  # 49 characters, 97 bytes
+    assert (e.sqlstate, e.message) == (
+        "22023", "process_id exceeds maximum allowed length of 96 characters")
+    with pytest.raises(QueueError):
+        new(process_id="€" * 33)  # 33 characters, 99 bytes
+
+
+def test_zone_follows_the_time_zone_setting() -> None:
+    from datetime import UTC
+    from zoneinfo import ZoneInfo
+
+    s = new()
+    assert s.zone is UTC  # the default, Etc/UTC
+    run(s, "SET TimeZone = 'Europe/Paris'")
+    assert s.zone == ZoneInfo("Europe/Paris")
+    run(s, "BEGIN")
+    run(s, "SET LOCAL TimeZone = 'Asia/Tokyo'")
+    assert s.zone == ZoneInfo("Asia/Tokyo")
+    run(s, "ROLLBACK")
+    assert s.zone == ZoneInfo("Europe/Paris")
+    assert new(TimeZone="America/New_York").zone == ZoneInfo("America/New_York")
 
 
 def test_process_id_from_startup_options_and_param() -> None:

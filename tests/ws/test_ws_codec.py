@@ -1,4 +1,4 @@
-"""Golden bytes for the HttpMessage codec (cube-client.md §3.3).
+"""Golden bytes for the HttpMessage codec (``server/cubews/http_message.fbs``).
 
 The three vectors are the byte dumps of Cube's ``rust/cubeshared/tests/wire_compat.rs``
 (an HttpQuery with an inline table, an HttpResultSet with 2x2 string cells, an
@@ -222,7 +222,7 @@ def test_corrupted_golden_raises_only_protocol_violation(data: st.DataObject) ->
 
 
 def test_the_codec_is_sans_io() -> None:
-    """style.md rule 2: codec modules never import asyncio."""
+    """Codec modules are sans-I/O: they never import asyncio."""
     import subprocess
     import sys
 
