@@ -136,11 +136,12 @@ def test_merge_extra_non_object_replaces() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ('{"a":1}', "nope", "expected value at line 1 column 1"),
-        ("nope", '{"a":1}', "expected value at line 1 column 1"),
-        ('{"a":1}', "", "EOF while parsing a value at line 1 column 1"),
-        ('{"a":1}', '{"a":1} x', "trailing characters at line 1 column 9"),
-        ('{"a":1}', "NaN", "expected value at line 1 column 1"),
+        ('{"a":1}', "nope", "invalid JSON: Expecting value at line 1 column 1"),
+        ("nope", '{"a":1}', "invalid JSON: Expecting value at line 1 column 1"),
+        ('{"a":1}', "", "invalid JSON: Expecting value at line 1 column 1"),
+        ('{"a":1}', '{"a":1} x', "invalid JSON: Extra data at line 1 column 9"),
+        ('{"a":1}', "NaN", "invalid JSON: NaN is not JSON"),
+        ('{"a":1}', "1e400", "invalid JSON: number out of range: 1e400"),
     ],
 )
 def test_merge_extra_invalid_json_is_22p02_and_changes_nothing(

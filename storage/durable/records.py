@@ -1,0 +1,218 @@
+"""State records: what an object now is, or that it is gone.
+
+Every record is a plain tuple whose first element is its kind, so a store step builds one
+with no allocation beyond the tuple and a frame encodes a list of them in one C call.
+Records hold states with absolute values (timestamps in ms, the merged extra text, the
+incremented value), never operations, so replaying one twice, or over a snapshot taken
+while steps ran, converges on the same state (ZooKeeper's fuzzy snapshots, Redis logging
+``INCRBYFLOAT`` as a ``SET`` of the result).
+
+:func:`validate` is the load-time gate: a record read back from disk is checked field by
+field with the limits the live commands enforce, and one that fails is quarantined with
+its reason instead of being applied.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
+from cubequeue.storage.sizes import utf8_len
+
+__all__ = [
+    "CACHE_DEL",
+    "CACHE_PUT",
+    "CLOCK",
+    "ID_RESERVE",
+    "ITEM_DEL",
+    "ITEM_PUT",
+    "ITEM_SET",
+    "KIND_NAMES",
+    "RESULT_DEL",
+    "RESULT_FLAG",
+    "RESULT_PUT",
+    "TRAILER",
+    "TRUNCATE",
+    "InvalidRecord",
+    "Record",
+    "validate",
+]
+
+#: (ITEM_PUT, id, path, payload, priority, created, orphaned, expire, process_id,
+#:  exclusive, external_id, extra, heartbeat, activated): a queue item, whole
+ITEM_PUT: Final = 1
+#: (ITEM_SET, id, activated, heartbeat, extra): an item's mutable fields (RETRIEVE,
+#: HEARTBEAT, MERGE_EXTRA); ignored when the item is absent
+ITEM_SET: Final = 2
+#: (ITEM_DEL, id): the item left (ACK, CANCEL, PURGE)
+ITEM_DEL: Final = 3
+#: (RESULT_PUT, id, path, value, expire, external_id, deleted): an acknowledged result
+RESULT_PUT: Final = 4
+#: (RESULT_FLAG, id): RESULT by path consumed it (Cube Store's "ready to delete")
+RESULT_FLAG: Final = 5
+#: (RESULT_DEL, id): the result left (replaced by a newer one, delivered to a waiter)
+RESULT_DEL: Final = 6
+#: (CACHE_PUT, row id, path, value, expire): a cache entry (SET, INCR's resulting value)
+CACHE_PUT: Final = 7
+#: (CACHE_DEL, path)
+CACHE_DEL: Final = 8
+#: (TRUNCATE, table): "queue" (items and results) or "cache"
+TRUNCATE: Final = 9
+#: (ID_RESERVE, high): queue ids below ``high`` may have been handed out
+ID_RESERVE: Final = 10
+#: (CLOCK, now, offset): the store's clock when a frame began, and the test-clock offset
+CLOCK: Final = 11
+#: (TRAILER, last lsn, objects, next id, next cache id, max timestamp): a snapshot's end
+TRAILER: Final = 12
+
+KIND_NAMES: Final = {
+    ITEM_PUT: "item_put", ITEM_SET: "item_set", ITEM_DEL: "item_del",
+    RESULT_PUT: "result_put", RESULT_FLAG: "result_flag", RESULT_DEL: "result_del",
+    CACHE_PUT: "cache_put", CACHE_DEL: "cache_del", TRUNCATE: "truncate",
+    ID_RESERVE: "id_reserve", CLOCK: "clock", TRAILER: "trailer",
+}
+
+#: a record as it travels: its kind, then its fields
+Record = tuple[object, ...]
+
+_I64_MIN = -(2**63)
+_I64_MAX = 2**63 - 1
+_TABLES = frozenset({"queue", "cache"})
+
+
+class InvalidRecord(ValueError):
+    """A record read back that the live commands would never have produced."""
+
+
+def _int(value: object, what: str, lo: int = _I64_MIN) -> int:
+    if type(value) is not int or not lo <= value <= _I64_MAX:
+        raise InvalidRecord(f"{what} must be an integer in [{lo}, 2^63), not {value!r:.40}")
+    return value
+
+
+def _opt_int(value: object, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _str(value: object, what: str, max_bytes: int | None = None) -> str:
+    if type(value) is not str:
+        raise InvalidRecord(f"{what} must be text, not {type(value).__name__}")
+    if max_bytes is not None and len(value) > max_bytes // 4 and utf8_len(value) > max_bytes:
+        raise InvalidRecord(f"{what} of {utf8_len(value)} bytes exceeds {max_bytes}")
+    return value
+
+
+def _opt_str(value: object, what: str, max_bytes: int | None = None) -> str | None:
+    return None if value is None else _str(value, what, max_bytes)
+
+
+def _arity(record: list[object] | tuple[object, ...], n: int) -> None:
+    if len(record) != n:
+        raise InvalidRecord(f"{KIND_NAMES[record[0]]} has {len(record) - 1} fields, not {n - 1}")  # type: ignore[index]  # kind checked by the caller
+
+
+def validate(raw: object, limits: Limits) -> Record:
+    """``raw`` (a decoded JSON value) as a record, or :class:`InvalidRecord` saying why."""
+    if not isinstance(raw, list) or not raw:
+        raise InvalidRecord("a record must be a non-empty array")
+    kind = raw[0]
+    if type(kind) is not int or kind not in KIND_NAMES:
+        raise InvalidRecord(f"unknown record kind {kind!r:.20}")
+    check = _CHECKS[kind]
+    check(raw, limits)
+    return tuple(raw)
+
+
+def _item_put(r: list[object], limits: Limits) -> None:
+    _arity(r, 14)
+    _int(r[1], "item id", 1)
+    _str(r[2], "path")
+    _str(r[3], "payload", limits.max_payload_bytes)
+    _int(r[4], "priority")
+    _int(r[5], "created")
+    _opt_int(r[6], "orphaned")
+    _int(r[7], "expire")
+    _opt_str(r[8], "process_id", MAX_PROCESS_ID_BYTES)
+    if type(r[9]) is not bool:
+        raise InvalidRecord("exclusive must be a boolean")
+    _opt_str(r[10], "external_id", MAX_EXTERNAL_ID_BYTES)
+    _opt_str(r[11], "extra", limits.max_payload_bytes)
+    _check_claim(r[12], r[13])
+
+
+def _check_claim(heartbeat: object, activated: object) -> None:
+    _opt_int(heartbeat, "heartbeat")
+    _opt_int(activated, "activated")
+    if activated is not None and heartbeat is None:
+        raise InvalidRecord("an active item must have a heartbeat")
+
+
+def _item_set(r: list[object], limits: Limits) -> None:
+    _arity(r, 5)
+    _int(r[1], "item id", 1)
+    _check_claim(r[3], r[2])
+    _opt_str(r[4], "extra", limits.max_payload_bytes)
+
+
+def _by_id(r: list[object], limits: Limits) -> None:
+    _arity(r, 2)
+    _int(r[1], "id", 1)
+
+
+def _result_put(r: list[object], limits: Limits) -> None:
+    _arity(r, 7)
+    _int(r[1], "result id", 1)
+    _str(r[2], "path")
+    _str(r[3], "result", limits.max_payload_bytes)
+    _int(r[4], "expire")
+    _opt_str(r[5], "external_id", MAX_EXTERNAL_ID_BYTES)
+    if type(r[6]) is not bool:
+        raise InvalidRecord("deleted must be a boolean")
+
+
+def _cache_put(r: list[object], limits: Limits) -> None:
+    _arity(r, 5)
+    _int(r[1], "cache row id", 1)
+    _str(r[2], "cache key")
+    value = _str(r[3], "cache value")
+    if utf8_len(value) >= limits.cache_max_entry_bytes:
+        raise InvalidRecord(
+            f"cache value of {utf8_len(value)} bytes reaches --cache-max-entry-bytes"
+        )
+    _opt_int(r[4], "expire")
+
+
+def _cache_del(r: list[object], limits: Limits) -> None:
+    _arity(r, 2)
+    _str(r[1], "cache key")
+
+
+def _truncate(r: list[object], limits: Limits) -> None:
+    _arity(r, 2)
+    if r[1] not in _TABLES:
+        raise InvalidRecord(f"truncate of unknown table {r[1]!r:.20}")
+
+
+def _id_reserve(r: list[object], limits: Limits) -> None:
+    _arity(r, 2)
+    _int(r[1], "reserved id", 1)
+
+
+def _clock(r: list[object], limits: Limits) -> None:
+    _arity(r, 3)
+    _int(r[1], "clock")
+    _int(r[2], "clock offset", 0)
+
+
+def _trailer(r: list[object], limits: Limits) -> None:
+    _arity(r, 6)
+    for i, what in enumerate(("lsn", "objects", "next id", "next cache id", "max timestamp")):
+        _int(r[i + 1], what, 0 if i < 2 else _I64_MIN)
+
+
+_CHECKS = {
+    ITEM_PUT: _item_put, ITEM_SET: _item_set, ITEM_DEL: _by_id,
+    RESULT_PUT: _result_put, RESULT_FLAG: _by_id, RESULT_DEL: _by_id,
+    CACHE_PUT: _cache_put, CACHE_DEL: _cache_del, TRUNCATE: _truncate,
+    ID_RESERVE: _id_reserve, CLOCK: _clock, TRAILER: _trailer,
+}
