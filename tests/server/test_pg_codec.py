@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
+from cubequeue.server.pgwire.client import BackendDecoder, PgError, encode_frontend
 from cubequeue.server.pgwire.codec import (
     Decoder,
     FramingError,
@@ -417,3 +417,48 @@ def test_row_dumper_matches_dump_value_for_every_width(width, fmt):
     assert dump([None] * width) == (None,) * width
     with pytest.raises(ValueError):
         dump([*row, 1])
+
+
+# --- the client role: what a broken server sends is a PgError (08P01) -------------------
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"Z\0\0\0\x02",  # a length below 4
+        b"Q\0\0\0\x05I",  # a frontend-only type byte
+        b"D\0\0\0\x0a\0\x01\0\0\0\x09ab",  # a value longer than its message
+        b"C\0\0\0\x06ok",  # a C string without its terminator
+        b"Z\0\0\0\x06II",  # trailing bytes
+        b"R\0\0\0\x08\0\0\0\x63",  # an unknown authentication request
+    ],
+)
+def test_backend_decoder_refuses_broken_bytes(raw):
+    with pytest.raises(PgError) as info:
+        BackendDecoder().feed(raw)
+    assert info.value.sqlstate in ("08P01", "08006")
+    assert not info.value.from_server
+
+
+def test_backend_decoder_refuses_a_hostile_length_before_the_body():
+    dec = BackendDecoder(max_message_size=100)
+    with pytest.raises(PgError, match="bad message length"):
+        dec.feed(b"D\x7f\xff\xff\xff")
+
+
+@settings(deadline=None, max_examples=500)
+@given(st.binary(max_size=200), st.integers(1, 50))
+def test_backend_decoder_fuzz_raises_only_pgerror(data, chunk):
+    dec = BackendDecoder(max_message_size=1000)
+    try:
+        for i in range(0, len(data), chunk):
+            dec.feed(data[i : i + chunk])
+    except PgError as exc:
+        assert exc.sqlstate in ("08P01", "08006")
+
+
+def test_sasl_initial_response_round_trips_through_the_server_codec():
+    msg = m.SASLInitialResponse("SCRAM-SHA-256", b"n,,n=,r=abc")
+    raw = encode_frontend(msg)
+    assert raw[:1] == b"p"
+    assert decode_sasl_initial_response(raw[5:]) == msg
