@@ -1,4 +1,4 @@
-"""How the queue store scales with the size of one prefix (issue 2, "Show it").
+"""How the queue store scales with the size of one prefix.
 
 Calls :class:`cubequeue.storage.Store` directly (no wire, no parsing), with the item cap
 raised, and prints nanoseconds per operation for ADD, RETRIEVE, ACK, RESULT and the

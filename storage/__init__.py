@@ -1,6 +1,6 @@
 """The in-memory, single-writer queue and cache store (pure, synchronous, clock injected).
 
-Entry point: :class:`Store` (dialect doc §3 to §5 and §8). Import submodules as
+Entry point: :class:`Store` (``docs/dialect.md`` §3 to §5 and §8). Import submodules as
 ``cubequeue.storage.<module>``; this package re-exports the public API.
 """
 

@@ -1,4 +1,4 @@
-"""The CACHE engine: Cube Store's key/value cache (dialect doc §4, §2.4) in memory.
+"""The CACHE engine: Cube Store's key/value cache (``docs/dialect.md`` §4, §2.4) in memory.
 
 Contract, with the rules it follows:
 
@@ -258,7 +258,7 @@ class CacheStore:
         return _one(cmd, value)
 
     def cache_purge(self, cmd: CachePurge) -> ResultSet:
-        """cubequeue (issue 9): drop every key KEYS would list for this pattern, at once."""
+        """CACHE PURGE (§4.8, cubequeue): drop every key KEYS would list for this pattern, at once."""
         prefix = _pattern_prefix(bound_fields.text(cmd.prefix))
         self._begin()
         group = self._by_prefix.pop(prefix, None)

@@ -1,6 +1,6 @@
 """Per-prefix queue state: the pending and active sets, and the incremental summary.
 
-Prefix matching in Cube Store is exact equality (dialect doc §2.1), so every queue view
+Prefix matching in Cube Store is exact equality (``docs/dialect.md`` §2.1), so every queue view
 (LIST, RETRIEVE's counts, TO_CANCEL) reads one prefix. Each :class:`PrefixState` keeps:
 
 * ``pending``: a SortedList of ranks (-priority, created, id), LIST/PENDING order (§3.9);
@@ -17,7 +17,7 @@ Prefix matching in Cube Store is exact equality (dialect doc §2.1), so every qu
 
 Every sorted entry is one packed int ordered like its tuple (:func:`.queue_item.pack`).
 
-So every count is O(1), every change O(log n), and ``system.queue_prefixes`` (issue 9) is
+So every count is O(1), every change O(log n), and ``system.queue_prefixes`` (§5.2) is
 read without scanning items. A prefix's state lives while it holds items or results.
 """
 
@@ -61,10 +61,10 @@ class PrefixState:
         self.by_orphaned = SortedList()
         #: unexpired results whose path has this prefix
         self.results = 0
-        #: CONCURRENCY of the latest RETRIEVE / ADD_AND_RETRIEVE here (issue 9)
+        #: CONCURRENCY of the latest RETRIEVE / ADD_AND_RETRIEVE here (system.queue_prefixes)
         self.last_concurrency: int | None = None
         #: (heartbeat timeout, orphaned timeout) of the latest TO_CANCEL here; CANCEL uses
-        #: it to log ``cancelled_stalled`` / ``cancelled_orphaned`` (issue 9)
+        #: it to log ``cancelled_stalled`` / ``cancelled_orphaned`` (system.queue_log)
         self.last_to_cancel: tuple[int | None, int | None] | None = None
 
     @property

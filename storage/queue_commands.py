@@ -1,4 +1,4 @@
-"""The QUEUE commands' semantics (dialect doc §3, §8 rules 1, 2, 7, 8, 13; issue 9).
+"""The QUEUE commands' semantics (``docs/dialect.md`` §3, §8 rules 1, 2, 7, 8, 13).
 
 Each method is one atomic step at the instant ``now`` (taken once by the store, after its
 expiry sweep). Every method validates all of its input first and only then mutates
@@ -82,7 +82,7 @@ class QueueCommands:
     def _check_add(
         self, exclusive: bool, external_id: str | None, process_id: str | None, payload: str
     ) -> None:
-        """§3.1 step 1, in Cube Store's order, then the payload cap (issue 9)."""
+        """§3.1 step 1, in Cube Store's order, then the payload cap (§6)."""
         if exclusive and process_id is None:
             raise InvalidParameterValue(_ADD_EXCLUSIVE_NEEDS_PID)
         if external_id is not None and utf8_len(external_id) > MAX_EXTERNAL_ID_BYTES:
@@ -225,7 +225,7 @@ class QueueCommands:
 
     def _cancel_reason(self, item: Item, now: int) -> Reason:
         """``cancelled_stalled`` / ``cancelled_orphaned`` when the prefix's latest TO_CANCEL
-        timeouts select the item now (issue 9), else ``cancelled``."""
+        timeouts select the item now, else ``cancelled``."""
         state = self._q.prefixes.get(item.prefix)
         if state is not None and state.last_to_cancel is not None:
             heartbeat_timeout, orphaned_timeout = state.last_to_cancel
@@ -366,7 +366,7 @@ class QueueCommands:
         return EMPTY
 
     def queue_purge(self, cmd: QueuePurge, process_id: str | None, now: int) -> ResultSet:
-        """issue 9: the prefix's items (or only pending / active ones); no waiter, no result."""
+        """QUEUE PURGE (§3.14): the prefix's items (or only pending / active ones); no waiter, no result."""
         prefix = bound_fields.text(cmd.prefix)
         state = self._q.prefixes.get(prefix)
         doomed: list[Item] = []

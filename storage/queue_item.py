@@ -1,8 +1,8 @@
 """One queue item, and the path → (prefix, key) split shared by every queue index.
 
-An item is Cube Store's QueueItems row plus its payload row (dialect doc §2.2), kept as
+An item is Cube Store's QueueItems row plus its payload row (``docs/dialect.md`` §2.2), kept as
 one slotted object so a queued item costs a few hundred bytes beyond its path and payload
-(issue 2: at most 1 KiB). Times are integer milliseconds (§8 rule 2).
+(at most 1 KiB). Times are integer milliseconds (§8 rule 2).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ raising mid-step.
 
 :func:`format_size` is ``humansize::format_size(n, humansize::DECIMAL)``.
 
-Cube Store prints byte counts in the CACHE SET size error (dialect doc §4.1) and in the
+Cube Store prints byte counts in the CACHE SET size error (``docs/dialect.md`` §4.1) and in the
 ``SYS CACHESTORE INFO`` / ``EVICTION`` rows (§5.1) with the Rust crate humansize's DECIMAL
 options: base 1000, units ``B kB MB GB TB PB EB ZB YB``, a space before the unit, two
 decimal places, and **no** decimals when the scaled value has no fractional part

@@ -1,4 +1,4 @@
-"""Store-wide counters for metrics and ``SYS CACHESTORE INFO`` (INTERFACES.md, storage API)."""
+"""Store-wide counters for metrics and ``SYS CACHESTORE INFO``."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A plan is built from sqlglot's AST by the compiler in :mod:`.expressions` (the module
 docstring there says why not ``sqlglot.executor``) and cached by statement text; running
-it reads ``store.system_table(name)`` (dialect doc §8 rule 11) and applies WHERE → GROUP
+it reads ``store.system_table(name)`` (``docs/dialect.md`` §8 rule 11) and applies WHERE → GROUP
 BY/aggregates → HAVING → select list → DISTINCT → ORDER BY → OFFSET/LIMIT, as PostgreSQL
 does. Ordering follows PostgreSQL's defaults (ASC NULLS LAST, DESC NULLS FIRST); text
 compares by code point (the C collation).

@@ -1,4 +1,4 @@
-"""RETRIEVE's and ADD_AND_RETRIEVE's ``active`` column under heavy churn (dialect doc §3.3
+"""RETRIEVE's and ADD_AND_RETRIEVE's ``active`` column under heavy churn (``docs/dialect.md`` §3.3
 steps 3 and 8, §8 rule 1).
 
 The store keeps each prefix's comma-joined active keys between calls and edits it as items

@@ -1,4 +1,4 @@
-"""QUEUE ADD (dialect doc §3.1, §2.1, §2.2, §2.5) and the item caps (issue 9)."""
+"""QUEUE ADD (``docs/dialect.md`` §3.1, §2.1, §2.2, §2.5) and the item caps (§6)."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_ids_never_reset_by_truncate() -> None:
     assert h.add("q:a")[0] == "3"
 
 
-# -- caps (issue 9) ---------------------------------------------------------------------
+# -- caps (§6) ----------------------------------------------------------------------------
 
 
 def test_max_items_refuses_add_with_named_option() -> None:

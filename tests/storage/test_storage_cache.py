@@ -1,4 +1,4 @@
-"""CACHE engine rules (dialect doc §4, §2.1, §2.4 to §2.7, §5.1, §8 rules 9 to 11), one test each."""
+"""CACHE engine rules (``docs/dialect.md`` §4, §2.1, §2.4 to §2.7, §5.1, §8 rules 9 to 11), one test each."""
 
 from __future__ import annotations
 

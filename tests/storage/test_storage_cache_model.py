@@ -1,4 +1,4 @@
-"""The CACHE engine against naive models (hypothesis), written from dialect doc §4 alone.
+"""The CACHE engine against naive models (hypothesis), written from ``docs/dialect.md`` §4 alone.
 
 * ``CacheMachine``: every answer of SET / NX / TTL / GET / KEYS / REMOVE / INCR / PURGE /
   TRUNCATE and clock advances equals a plain-dict model's; eviction is off (huge limits).

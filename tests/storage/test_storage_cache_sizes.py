@@ -1,4 +1,4 @@
-"""Cube Store's human-readable sizes: humansize DECIMAL (storage/sizes.py, dialect doc §4.1, §5.1)."""
+"""Cube Store's human-readable sizes: humansize DECIMAL (storage/sizes.py, ``docs/dialect.md`` §4.1, §5.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Expiry enforced, not only hidden (dialect doc §2.2, §2.7, §8 rule 9)."""
+"""Expiry enforced, not only hidden (``docs/dialect.md`` §2.2, §2.7, §8 rule 9)."""
 
 from __future__ import annotations
 

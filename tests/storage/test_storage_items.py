@@ -1,4 +1,4 @@
-"""CANCEL, GET, HEARTBEAT, MERGE_EXTRA, LIST/PENDING/ACTIVE and TO_CANCEL (dialect doc
+"""CANCEL, GET, HEARTBEAT, MERGE_EXTRA, LIST/PENDING/ACTIVE and TO_CANCEL (``docs/dialect.md``
 §3.5 to §3.10, §8 rule 2)."""
 
 from __future__ import annotations

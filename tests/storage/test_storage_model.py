@@ -1,6 +1,6 @@
-"""The store against a naive reference model (style.md §15; issue 2 "Show it").
+"""The store against a naive reference model.
 
-The model is written from the dialect doc alone (§3, §8 rules 1, 2, 8, 9): a list of item
+The model is written from ``docs/dialect.md`` alone (§3, §8 rules 1, 2, 8, 9): a list of item
 dicts and a list of result dicts, every query a linear scan, expiry a filter on read. A
 ``RuleBasedStateMachine`` drives both with ADD, ADD_AND_RETRIEVE, RETRIEVE, ACK, CANCEL,
 HEARTBEAT, MERGE_EXTRA, RESULT, TO_CANCEL, PENDING and clock advances over a few prefixes,
@@ -62,7 +62,7 @@ def _key(path: str) -> str:
 
 
 class Model:
-    """Cube Store's queue, as the dialect doc describes it, in plain lists."""
+    """Cube Store's queue, as ``docs/dialect.md`` describes it, in plain lists."""
 
     def __init__(self) -> None:
         self.now = START

@@ -1,4 +1,4 @@
-"""Operator features (issue 9): purge, truncate, system.queue_prefixes, system.queue_log,
+"""Operator features (§3.14, §4.8, §5.2): purge, truncate, system.queue_prefixes, system.queue_log,
 departure reasons, SYS CLOCK, SYS CACHESTORE, system tables and stats (§5, §8 rule 11)."""
 
 from __future__ import annotations

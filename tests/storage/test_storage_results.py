@@ -1,4 +1,4 @@
-"""QUEUE ACK, RESULT, RESULT_BLOCKING and waiters (dialect doc §3.4, §3.11, §3.12, §8 rules
+"""QUEUE ACK, RESULT, RESULT_BLOCKING and waiters (``docs/dialect.md`` §3.4, §3.11, §3.12, §8 rules
 8, 9, 13)."""
 
 from __future__ import annotations

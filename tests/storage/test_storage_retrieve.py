@@ -1,4 +1,4 @@
-"""QUEUE RETRIEVE (dialect doc §3.3) and ADD_AND_RETRIEVE, the fast track (§8 rule 1)."""
+"""QUEUE RETRIEVE (``docs/dialect.md`` §3.3) and ADD_AND_RETRIEVE, the fast track (§8 rule 1)."""
 
 from __future__ import annotations
 
