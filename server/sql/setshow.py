@@ -14,11 +14,12 @@ import re
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
+from cubequeue.server.pgwire.oids import TEXT
 
 from .errors import UndefinedObject
 from .gucs import GUCS, canonical_name
 from .lexer import Token
-from .outcome import HINT, OID_TEXT, Notice, PlainOutcome
+from .outcome import HINT, Notice, PlainOutcome
 from .session import PlainSession
 
 __all__ = ["TokenReader", "run_reset", "run_set", "run_show", "show_columns"]
@@ -204,9 +205,9 @@ def run_show(r: TokenReader, session: PlainSession) -> PlainOutcome:
         rows = [(n, session.get(n) or "", GUCS[n.lower()].description if n.lower() in GUCS else "")
                 for n in names]
         cols = tuple(Column(n, ColumnType.STRING) for n in ("name", "setting", "description"))
-        return PlainOutcome(ResultSet(cols, list(rows)), "SHOW", type_oids=(OID_TEXT,) * 3)
+        return PlainOutcome(ResultSet(cols, list(rows)), "SHOW", type_oids=(TEXT,) * 3)
     value = session.get(target)
     if value is None:
         raise UndefinedObject(f'unrecognized configuration parameter "{target}"')
     cols = (Column(canonical_name(target), ColumnType.STRING),)
-    return PlainOutcome(ResultSet(cols, [(value,)]), "SHOW", type_oids=(OID_TEXT,))
+    return PlainOutcome(ResultSet(cols, [(value,)]), "SHOW", type_oids=(TEXT,))
