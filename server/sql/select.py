@@ -60,7 +60,7 @@ def _number_placeholders(tree: exp.Expr) -> exp.Expr:
     counter = iter(range(1, 1 << 16))
 
     def number(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Placeholder) and not node.name:
+        if isinstance(node, exp.Placeholder) and not node.name.isdigit():
             return exp.Placeholder(this=str(next(counter)))
         return node
 
