@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Generator, Sequence
+from datetime import UTC, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,6 +64,7 @@ from cubequeue.server.pgwire.statements import (
     columns_of,
     dialect_param_oids,
     result_shape,
+    zoned,
 )
 from cubequeue.server.pgwire.states import Action, Rule, SessionState, rule_for
 from cubequeue.server.pgwire.types import ParamValue
@@ -150,6 +152,8 @@ class PgSession:
         self.plain: PlainSession | None = None
         self.backend_key: tuple[int, int] | None = None
         self.names = Names()
+        #: the session's TimeZone, for text timestamptz values (kept in step with SET)
+        self._tz: tzinfo = UTC
         self._exchange: Exchange | None = None
         self._suspended: _Run | None = None
         self._suspended_rule: Rule | None = None
@@ -317,6 +321,7 @@ class PgSession:
         for name, value in self.plain.reported().items():
             self.send(m.ParameterStatus(name, value))
         self.send(m.BackendKeyData(*self.backend_key))
+        self._tz = self.plain.zone
         self.state = SessionState.READY
         self._ready()
 
@@ -331,10 +336,15 @@ class PgSession:
         else:
             self.wire.extend([encode_row(row) for row in rows])
 
+    def _zone_for(self, spec: tuple[tuple[str, int], ...]) -> tzinfo:
+        """The zone a result's shape needs: UTC unless it has a timestamptz column."""
+        tz = self._tz
+        return tz if tz is UTC or zoned(spec) else UTC
+
     def _dialect_reply(self, command: Command, result: ResultSet) -> None:
         spec = columns_of(result.columns)
         if spec is not None:
-            shape = result_shape(spec, (0,) * len(spec))
+            shape = result_shape(spec, (0,) * len(spec), self._zone_for(spec))
             self.wire.append(shape.description)
             self._send_rows(shape, result.rows)
             self.wire.append(encode_command_complete(f"{command.tag} {len(result.rows)}"))
@@ -348,15 +358,20 @@ class PgSession:
             self.send(notice_response(notice.severity, notice.sqlstate, notice.message))
 
     def _parameter_status(self, outcome: PlainOutcome) -> None:
-        for name, value in outcome.parameter_status.items():
+        status = outcome.parameter_status
+        if not status:
+            return
+        for name, value in status.items():
             self.send(m.ParameterStatus(name, value))
+        if "TimeZone" in status:
+            self._tz = self._session().zone
 
     def _plain_reply(self, outcome: PlainOutcome) -> None:
         self._plain_effects(outcome)
         if outcome.result is not None:
             spec = columns_of(outcome.result.columns, outcome.type_oids)
             if spec is not None:
-                shape = result_shape(spec, (0,) * len(spec))
+                shape = result_shape(spec, (0,) * len(spec), self._zone_for(spec))
                 self.wire.append(shape.description)
                 self._send_rows(shape, outcome.result.rows)
         if outcome.tag:
@@ -447,7 +462,8 @@ class PgSession:
         if len(msg.params) != expected:
             raise bind_count_error(len(msg.params), expected, stmt.name)
         values = stmt.loader(msg.param_formats)(msg.params)
-        shape = stmt.shape(msg.result_formats)
+        tz = self._tz
+        shape = stmt.shape(msg.result_formats, tz if tz is UTC or stmt.zoned else UTC)
         command = None
         if stmt.prepared is not None:
             command = bind(stmt.prepared.command, values)

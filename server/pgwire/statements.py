@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -30,6 +31,7 @@ from cubequeue.server.pgwire.types import (
     INT4,
     INT8,
     TEXT,
+    TIMESTAMPTZ,
     TYPE_SIZES,
     ParamsLoader,
     ParamValue,
@@ -51,7 +53,9 @@ __all__ = [
     "ResultShape",
     "columns_of",
     "dialect_param_oids",
+    "result_shape",
     "row_description",
+    "zoned",
 ]
 
 #: (name, type OID) per result column; None = the statement returns no rows (NoData)
@@ -110,12 +114,14 @@ def row_description(
 
 
 @lru_cache(maxsize=512)
-def _dumper(oids: tuple[int, ...], formats: tuple[int, ...]) -> RowDumper:
-    return row_dumper(oids, formats)
+def _dumper(oids: tuple[int, ...], formats: tuple[int, ...], tz: tzinfo) -> RowDumper:
+    return row_dumper(oids, formats, tz)
 
 
-def dumper_for(spec: tuple[tuple[str, int], ...], formats: tuple[int, ...]) -> RowDumper:
-    return _dumper(tuple(oid for _name, oid in spec), formats)
+def dumper_for(
+    spec: tuple[tuple[str, int], ...], formats: tuple[int, ...], tz: tzinfo = UTC
+) -> RowDumper:
+    return _dumper(tuple(oid for _name, oid in spec), formats, tz)
 
 
 #: distinct format-code lists cached per statement (a client uses one or two)
@@ -127,22 +133,31 @@ class ResultShape:
     """What a portal's result format codes fix, encoded once (see :func:`result_shape`)."""
 
     formats: tuple[int, ...]
+    #: the session zone text timestamptz columns are shown in (UTC when none is sent)
+    tz: tzinfo
     #: one row → its DataRow bytes; None when the statement returns no rows
     encode_row: Callable[[Sequence[object]], bytes] | None
     #: the Describe-portal reply: RowDescription, or NoData
     description: bytes
 
 
+def zoned(spec: ColumnSpec) -> bool:
+    """Whether a result's text rendering depends on the session zone."""
+    return spec is not None and any(oid == TIMESTAMPTZ for _name, oid in spec)
+
+
 @lru_cache(maxsize=512)
-def result_shape(spec: ColumnSpec, formats: tuple[int, ...]) -> ResultShape:
+def result_shape(spec: ColumnSpec, formats: tuple[int, ...], tz: tzinfo = UTC) -> ResultShape:
+    """Shapes are shared across sessions; ``tz`` only matters (and is only passed) when
+    the spec has a timestamptz column, so other shapes are cached once."""
     if spec is None:
-        return ResultShape(formats, None, NO_DATA)
-    dump = dumper_for(spec, formats)
+        return ResultShape(formats, UTC, None, NO_DATA)
+    dump = dumper_for(spec, formats, tz)
 
     def encode_row(row: Sequence[object]) -> bytes:
         return encode_data_row(dump(row))  # type: ignore[arg-type]  # rows hold Values
 
-    return ResultShape(formats, encode_row, encode(row_description(spec, formats)))
+    return ResultShape(formats, tz, encode_row, encode(row_description(spec, formats)))
 
 
 @dataclass(slots=True, eq=False)
@@ -159,9 +174,14 @@ class PreparedStatement:
     prepared: Prepared | None = None
     #: COMMIT / END / ROLLBACK / ABORT: runs even in a failed transaction block
     ends_block: bool = False
+    #: its text rows depend on the session zone (a timestamptz column)
+    zoned: bool = field(init=False)
     _loaders: dict[tuple[int, ...], ParamsLoader] = field(default_factory=dict)
     _shapes: dict[tuple[int, ...], ResultShape] = field(default_factory=dict)
     _description: bytes | None = None
+
+    def __post_init__(self) -> None:
+        self.zoned = zoned(self.columns)
 
     def loader(self, codes: tuple[int, ...]) -> ParamsLoader:
         """The parameter decoder for a Bind's format codes (raises as formats_for)."""
@@ -173,14 +193,15 @@ class PreparedStatement:
                 self._loaders[codes] = load
         return load
 
-    def shape(self, codes: tuple[int, ...]) -> ResultShape:
-        """The result shape for a Bind's result format codes (raises as formats_for)."""
+    def shape(self, codes: tuple[int, ...], tz: tzinfo = UTC) -> ResultShape:
+        """The result shape for a Bind's result format codes (raises as formats_for);
+        ``tz`` is the session zone (see :func:`zoned`)."""
         shape = self._shapes.get(codes)
-        if shape is None:
+        if shape is None or shape.tz is not tz:
             spec = self.columns
             formats = formats_for(codes, 0 if spec is None else len(spec), "result")
-            shape = result_shape(spec, formats)
-            if len(self._shapes) < _MAX_CACHED_FORMATS:
+            shape = result_shape(spec, formats, tz)
+            if len(self._shapes) < _MAX_CACHED_FORMATS or codes in self._shapes:
                 self._shapes[codes] = shape
         return shape
 
