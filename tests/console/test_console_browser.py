@@ -1,0 +1,206 @@
+"""The console in a real browser: Debian's Chromium driven by Playwright for Python.
+
+Playwright's own browser download cannot work here, so the system browser is launched
+(``executable_path``). Screenshots of the overview and of a prefix page land in
+``build/``; ``docs/console-*.png`` are copies of them. Without Chromium or Playwright the
+tests skip, except under CI, where ``make test`` installs both and a skip would hide a
+failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+BUILD = Path(__file__).resolve().parents[2] / "build"
+#: real waits (the sampler ticks once a second): generous, never asserted as timings
+WAIT_MS = 30_000
+XSS_KEY = "<img src=x onerror=alert(1)>"
+XSS_PREFIX = "<img src=x onerror=alert(2)>"
+
+try:
+    from playwright.sync_api import Browser, Page, sync_playwright
+    from playwright.sync_api import Error as PlaywrightError
+except ImportError:  # pragma: no cover - exercised where playwright is absent
+    sync_playwright = None  # type: ignore[assignment]
+
+if sync_playwright is None or not os.path.exists(CHROMIUM):
+    if os.environ.get("CI"):
+        raise RuntimeError("the console's browser tests need playwright and Debian's chromium "
+                           "(make test installs them)")
+    pytest.skip("playwright or /usr/bin/chromium is missing", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def workload(s: CubequeueServer) -> None:
+    """A small deployment: a stuck worker, an old pending item, busy and finished prefixes."""
+    s.query("QUEUE ADD PRIORITY 1 'stuck:job-1' '{\"sql\":\"SELECT 1\"}'")
+    s.query("QUEUE RETRIEVE CONCURRENCY 2 'stuck:job-1'")
+    s.query("QUEUE ADD 'old:job-1' '{}'")
+    s.advance(120_001)  # past Cube's heartbeat and orphaned timeouts
+    for i in range(12):
+        s.query(f"QUEUE ADD PRIORITY {i % 4} 'orders:q{i}' "
+                f"'{{\"sql\":\"SELECT * FROM orders WHERE shard = {i}\"}}'")
+    s.query("QUEUE RETRIEVE CONCURRENCY 3 'orders:q0'")
+    s.query("QUEUE RETRIEVE CONCURRENCY 3 'orders:q1'")
+    s.query("QUEUE MERGE_EXTRA 'orders:q0' '{\"startQueryTime\":1}'")
+    s.query("QUEUE ADD 'orders:done' '{}'")
+    s.query("QUEUE RETRIEVE CONCURRENCY 3 'orders:done'")
+    s.query("QUEUE ACK 'orders:done' '{\"rows\":[]}'")
+    s.query("QUEUE ADD 'orders:dropped' '{}'")
+    s.query("QUEUE CANCEL 'orders:dropped'")
+    for i in range(5):
+        s.query(f"QUEUE ADD 'reports:r{i}' '{{}}'")
+    s.query(f"QUEUE ADD 'q:{XSS_KEY}' '\"<script>alert(3)</script>\"'")
+    s.query(f"QUEUE ADD '{XSS_PREFIX}:k' '{{}}'")
+    s.query("CACHE SET 'c:lock' '1'")
+
+
+def open_page(browser: Browser, url: str) -> tuple[Page, list[str]]:
+    # CSP off in the page under test, so the escaping itself is what keeps the markup inert.
+    context = browser.new_context(bypass_csp=True, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    return page, dialogs
+
+
+def points(page: Page) -> int:
+    return int(page.get_attribute("#depth-chart", "data-points") or 0)
+
+
+@pytest.fixture
+def server() -> Iterator[CubequeueServer]:
+    s = start_cubequeue()
+    try:
+        workload(s)
+        yield s
+    finally:
+        s.stop()
+
+
+def test_overview_chart_live_updates_and_drill_down(browser: Browser,
+                                                    server: CubequeueServer) -> None:
+    page, dialogs = open_page(browser, server.http_url + "/")
+    page.wait_for_selector("tr[data-prefix='orders']", timeout=WAIT_MS)
+    page.evaluate("window.__sameDocument = true")
+
+    rows = page.locator("#prefix-rows tr")
+    names = [rows.nth(i).get_attribute("data-prefix") for i in range(rows.count())]
+    assert names[0] == "orders"  # deepest first
+    assert {"orders", "reports", "stuck", "old", "q", XSS_PREFIX} <= set(names)
+    assert "stalled" in (page.get_attribute("tr[data-prefix='stuck']", "class") or "")
+    assert "orphan-prone" in (page.get_attribute("tr[data-prefix='old']", "class") or "")
+    assert not page.get_attribute("tr[data-prefix='reports']", "class")
+    cards = page.locator("#overview .card")
+    assert cards.count() >= 10
+    assert page.locator(".card[data-label='items'] .value").text_content() == "21"
+
+    # The chart: uPlot's canvas, then more points without a reload.
+    page.wait_for_selector("#depth-chart .uplot canvas", timeout=WAIT_MS)
+    first = points(page)
+    page.wait_for_function(f"() => Number(document.getElementById('depth-chart')"
+                           f".dataset.points) >= {first + 2}", timeout=WAIT_MS)
+    assert page.locator("#depth-chart .u-legend").text_content().count("pending") >= 3
+
+    # Live rows: a prefix added now shows up by itself.
+    server.query("QUEUE ADD 'arrived:late' '{}'")
+    page.wait_for_selector("tr[data-prefix='arrived']", timeout=WAIT_MS)
+    page.fill("#filter", "rep")
+    page.wait_for_function("() => document.querySelectorAll('#prefix-rows tr').length === 1 && "
+                           "document.querySelector('#prefix-rows tr').dataset.prefix === "
+                           "'reports'", timeout=WAIT_MS)
+    page.fill("#filter", "")
+    page.wait_for_selector("tr[data-prefix='orders']", timeout=WAIT_MS)
+    assert page.evaluate("window.__sameDocument") is True
+    BUILD.mkdir(exist_ok=True)
+    page.screenshot(path=str(BUILD / "console-overview.png"), full_page=True)
+
+    # Drill-down: items, a payload preview, departures with their reasons.
+    page.click("tr[data-prefix='orders'] button")
+    page.wait_for_selector("#drill:not([hidden]) #item-rows tr[data-id]", timeout=WAIT_MS)
+    assert page.locator("#item-rows tr[data-id]").count() == 12
+    assert page.locator("#drill-prefix").text_content() == "orders"
+    first_item = page.locator("#item-rows tr[data-id]").first
+    assert "active" in (first_item.text_content() or "")
+    first_item.locator("button").click()
+    page.wait_for_selector("#preview:not([hidden])", timeout=WAIT_MS)
+    page.wait_for_function("() => document.getElementById('preview-payload').textContent"
+                           ".includes('shard = 0')", timeout=WAIT_MS)
+    assert "startQueryTime" in (page.locator("#preview-extra").text_content() or "")
+    page.wait_for_function("() => document.getElementById('departure-rows').textContent"
+                           ".includes('acked')", timeout=WAIT_MS)
+    departures = page.locator("#departure-rows").text_content() or ""
+    assert "orders:done" in departures and "cancelled" in departures
+    page.screenshot(path=str(BUILD / "console-prefix.png"), full_page=True)
+    assert page.evaluate("window.__sameDocument") is True
+    assert dialogs == []
+
+
+def test_markup_in_store_values_renders_as_text(browser: Browser,
+                                                server: CubequeueServer) -> None:
+    page, dialogs = open_page(browser, server.http_url + "/")
+    page.wait_for_selector("tr[data-prefix='q']", timeout=WAIT_MS)
+    cell = page.locator(f"tr[data-prefix={XSS_PREFIX!r}] button")
+    assert cell.text_content() == XSS_PREFIX
+    page.click("tr[data-prefix='q'] button")
+    page.wait_for_selector("#item-rows tr[data-id]", timeout=WAIT_MS)
+    assert page.locator("#item-rows tr[data-id] td.mono").first.text_content() == XSS_KEY
+    page.locator("#item-rows tr[data-id] button").first.click()
+    page.wait_for_function("() => document.getElementById('preview-payload').textContent"
+                           ".includes('<script>')", timeout=WAIT_MS)
+    assert page.locator("img").count() == 0
+    assert page.locator("#preview script").count() == 0
+    assert dialogs == []
+
+
+def test_basic_auth_prompt_then_the_page(browser: Browser) -> None:
+    s = start_cubequeue("--auth", "scram-sha-256", "--password", "s3cret")
+    try:
+        # Headless Chromium cannot show the prompt (the navigation fails with
+        # ERR_INVALID_AUTH_CREDENTIALS), so the browser's own HTTP stack shows the 401 and
+        # the challenge that makes a headed browser ask.
+        context = browser.new_context()
+        page = context.new_page()
+        for path in ("/", "/api/v1/overview"):
+            answer = page.request.get(s.http_url + path)
+            assert answer.status == 401
+            assert answer.headers["www-authenticate"] == \
+                'Basic realm="cubequeue console", charset="UTF-8"'
+        with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            page.goto(s.http_url + "/")
+        context.close()
+        context = browser.new_context(http_credentials={"username": "cube",
+                                                        "password": "s3cret"})
+        page = context.new_page()
+        response = page.goto(s.http_url + "/")
+        assert response is not None and response.status == 200
+        page.wait_for_selector(".card[data-label='store']", timeout=WAIT_MS)
+        assert page.locator(".card[data-label='store'] .value").text_content() == "memory"
+        context.close()
+    finally:
+        s.stop()
+
+
+def test_screenshots_are_committed_copies() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for name in ("console-overview.png", "console-prefix.png"):
+        assert (docs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
