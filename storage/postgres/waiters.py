@@ -53,33 +53,37 @@ class AckEvent:
 class Waiter:
     """One waiting RESULT_BLOCKING; :meth:`cancel` is idempotent (the ``Cancellable``)."""
 
-    __slots__ = ("_hub", "callback", "deferred", "key", "looking", "watermark")
+    __slots__ = ("_hub", "cancelled", "callback", "deferred", "key", "looking", "watermark")
 
     def __init__(self, hub: WaiterHub, key: int | str, callback: Callable[[ResultSet], None]):
-        self._hub: WaiterHub | None = hub
+        self._hub = hub
         self.key = key
         self.callback = callback
+        #: set by the server (timeout, disconnect): never called back after that
+        self.cancelled = False
         #: True until the first look returned; events meanwhile wait in ``deferred``
         self.looking = True
         self.deferred: list[AckEvent] = []
         #: the ack-marker sequence at the first look; only markers above it are news
         self.watermark = 0
 
-    @property
-    def pending(self) -> bool:
-        return self._hub is not None
-
     def cancel(self) -> None:
-        hub, self._hub = self._hub, None
-        if hub is not None:
-            hub._remove(self)
+        self.cancelled = True
+        self._hub._remove(self)
+
+    def take(self) -> None:
+        """Unregister while a delivery is under way (a second event then finds nothing)."""
+        self._hub._remove(self)
+
+    def restore(self) -> None:
+        """Register again after a delivery that could not be made (unless cancelled)."""
+        if not self.cancelled:
+            self._hub._add(self)
 
     def fire(self, result: ResultSet) -> None:
-        """Deliver once: unregister, then call back."""
-        if self._hub is None:
-            return
-        self.cancel()
-        self.callback(result)
+        if not self.cancelled:
+            self.cancelled = True
+            self.callback(result)
 
 
 class WaiterHub:
@@ -97,11 +101,15 @@ class WaiterHub:
 
     def register(self, key: int | str, callback: Callable[[ResultSet], None]) -> Waiter:
         waiter = Waiter(self, key, callback)
+        self._add(waiter)
+        return waiter
+
+    def _add(self, waiter: Waiter) -> None:
+        key = waiter.key
         if isinstance(key, int):
             self._by_id.setdefault(key, {})[waiter] = None
         else:
             self._by_path.setdefault(key, {})[waiter] = None
-        return waiter
 
     def _remove(self, waiter: Waiter) -> None:
         key = waiter.key

@@ -1,0 +1,313 @@
+"""PostgresStore: the store seam over PostgreSQL, for stateless front ends (issue 17).
+
+Every QUEUE, CACHE and SYS statement is one call of a PL/pgSQL function, so one database
+transaction; the front end keeps no queue state, only its RESULT_BLOCKING waiters
+(:mod:`.waiters`) and a copy of the test clock for ``now_ms``. Frames, errors and
+SQLSTATEs are the in-memory store's (storage/store.py); the deliberate differences are
+listed in the README's topology section: eviction and the physical removal of expired rows
+are done by the elected housekeeping front end (every lookup still ignores expired rows),
+and an ACK's waiter delivery happens when its event reaches the waiter's front end.
+
+Start with :meth:`PostgresStore.start` (connects, migrates under an advisory lock, starts
+the session) and stop with :meth:`PostgresStore.close`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from cubequeue.grammar.commands import (
+    CacheGet,
+    CacheIncr,
+    CacheKeys,
+    CachePurge,
+    CacheRemove,
+    CacheSet,
+    CacheTruncate,
+    Command,
+    QueueAck,
+    QueueAdd,
+    QueueAddAndRetrieve,
+    QueueCancel,
+    QueueGet,
+    QueueHeartbeat,
+    QueueList,
+    QueueMergeExtra,
+    QueuePurge,
+    QueueResult,
+    QueueResultBlocking,
+    QueueRetrieve,
+    QueueToCancel,
+    QueueTruncate,
+    SysCachestore,
+    SysClock,
+)
+from cubequeue.grammar.errors import (
+    FeatureNotSupported,
+    InsufficientPrivilege,
+    InternalError,
+    InvalidParameterValue,
+)
+from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.storage import bound_fields as bound
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.postgres.cache_steps import CacheSteps
+from cubequeue.storage.postgres.database import Database
+from cubequeue.storage.postgres.migrate import migrate
+from cubequeue.storage.postgres.queue_steps import QueueSteps, text_arg
+from cubequeue.storage.postgres.session import Session
+from cubequeue.storage.postgres.tables import Tables
+from cubequeue.storage.postgres.waiters import AckEvent, Waiter, WaiterHub
+from cubequeue.storage.stats import StoreStats
+
+__all__ = ["PostgresStore"]
+
+_log = logging.getLogger("cubequeue.store.postgres")
+
+_CLOCK_DISABLED = "clock control is disabled; start the server with --test-clock"
+_Handler = Callable[[Any, str | None], Coroutine[Any, Any, ResultSet]]
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PostgresStore:
+    """The store seam over one PostgreSQL database (see the module docstring)."""
+
+    kind = "postgresql"
+
+    def __init__(
+        self,
+        dsn: str,
+        limits: Limits | None = None,
+        *,
+        session_dsn: str | None = None,
+        pool_size: int = 10,
+        statement_cache_size: int = 256,
+        poll_s: float = 0.2,
+        housekeeping_s: float = 1.0,
+        housekeeping: bool = True,
+    ) -> None:
+        self.limits = limits if limits is not None else Limits()
+        self.db = Database(dsn, max_size=pool_size, statement_cache_size=statement_cache_size)
+        self.waiters = WaiterHub()
+        self.session = Session(
+            session_dsn or dsn, self.db, self.waiters, self.limits,
+            on_event=self._event, on_clock=self.refresh_clock, poll_s=poll_s,
+            housekeeping_s=housekeeping_s, housekeeping=housekeeping,
+        )
+        self._queue = QueueSteps(self.db, self.limits)
+        self._cache = CacheSteps(self.db, self.limits)
+        self._tables = Tables(self.db, self.limits.queue_log_size)
+        #: the database clock: frozen instant, or the skew of (db time + offset) vs ours
+        self._frozen: int | None = None
+        self._skew = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        q, c = self._queue, self._cache
+        self._dispatch: dict[type[Command], _Handler] = {
+            QueueAdd: q.queue_add,
+            QueueAddAndRetrieve: q.queue_add_and_retrieve,
+            QueueRetrieve: q.queue_retrieve,
+            QueueAck: q.queue_ack,
+            QueueCancel: q.queue_cancel,
+            QueueGet: q.queue_get,
+            QueueHeartbeat: q.queue_heartbeat,
+            QueueMergeExtra: q.queue_merge_extra,
+            QueueList: q.queue_list,
+            QueueToCancel: q.queue_to_cancel,
+            QueueResult: q.queue_result,
+            QueueTruncate: q.queue_truncate,
+            QueuePurge: q.queue_purge,
+            CacheSet: c.cache_set,
+            CacheGet: c.cache_get,
+            CacheKeys: c.cache_keys,
+            CacheRemove: c.cache_remove,
+            CacheTruncate: c.cache_truncate,
+            CacheIncr: c.cache_incr,
+            CachePurge: c.cache_purge,
+            SysCachestore: self._sys_cachestore,
+            SysClock: self._sys_clock,
+        }
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, migrate (once across front ends), start the session; 57P03 if down."""
+        await self.db.open()
+        try:
+            async with self.db.connection() as conn:
+                applied = await migrate(conn)
+            if applied:
+                _log.info("queue database migrated to version %d", applied[-1])
+            await self.refresh_clock()
+            await self.session.start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        await self.session.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await self.db.close()
+
+    @property
+    def available(self) -> bool:
+        """Serving: the pool reached the database and the session listens (``/readyz``)."""
+        return self.db.available and self.session.listening
+
+    # -- the seam -----------------------------------------------------------------------
+
+    def execute(self, cmd: Command, process_id: str | None = None) -> Awaitable[ResultSet]:
+        """One bound command as one database transaction (an awaitable of its frame)."""
+        handler = self._dispatch.get(type(cmd))
+        if handler is None:
+            if isinstance(cmd, QueueResultBlocking):
+                raise InternalError("QUEUE RESULT_BLOCKING goes through result_blocking")
+            raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
+        if process_id is not None:
+            text_arg(process_id, "the process id")
+        return handler(cmd, process_id)
+
+    def result_blocking(
+        self,
+        cmd: QueueResultBlocking,
+        callback: Callable[[ResultSet], None],
+        process_id: str | None = None,
+    ) -> Awaitable[ResultSet | Waiter]:
+        return self._result_blocking(cmd, callback)
+
+    async def _result_blocking(
+        self, cmd: QueueResultBlocking, callback: Callable[[ResultSet], None]
+    ) -> ResultSet | Waiter:
+        """The design's rule 6: listener up, register, look once (consuming by path), then
+        wait on events without holding a connection; the server owns the timeout."""
+        key = bound.key(cmd.key)
+        bound.num(cmd.timeout)
+        await self.session.ready()
+        waiter = self.waiters.register(key, callback)
+        try:
+            row, watermark = await self._queue.lookup_result(cmd.tag, key, None, lock=True)
+        except BaseException:
+            waiter.cancel()
+            raise
+        waiter.watermark = watermark
+        waiter.looking = False
+        if row is not None:
+            waiter.cancel()
+            return ResultSet(cmd.RESULT_COLUMNS, [row])
+        deferred, waiter.deferred = waiter.deferred, []
+        for event in deferred:
+            self._event(event)
+        return waiter
+
+    def system_table(self, name: str) -> Awaitable[ResultSet]:
+        return self._system_table(name.lower().removeprefix("system."))
+
+    async def _system_table(self, table: str) -> ResultSet:
+        result = await self._tables.table(table)
+        if result is None:
+            raise FeatureNotSupported(f"unknown system table: system.{table}")
+        return result
+
+    def stats(self) -> Awaitable[StoreStats]:
+        return self._tables.stats(self.waiters.count)
+
+    def now_ms(self) -> int:
+        """The database's clock as of the last refresh (what UNIX_TIMESTAMP() reads)."""
+        frozen = self._frozen
+        return frozen if frozen is not None else _wall_ms() + self._skew
+
+    # -- RESULT_BLOCKING events -----------------------------------------------------------
+
+    def _event(self, event: AckEvent) -> None:
+        """An ACK committed somewhere: answer the local waiters it concerns."""
+        by_id, by_path = self.waiters.matching(event)
+        ready: list[tuple[Waiter, bool]] = []
+        for group, is_path in ((by_id, False), (by_path, True)):
+            for waiter in group:
+                if waiter.looking:
+                    waiter.deferred.append(event)
+                elif event.seq == 0 or event.seq > waiter.watermark:
+                    ready.append((waiter, is_path))
+        if not ready:
+            return
+        for waiter, _ in ready:
+            waiter.take()  # a later event for it finds nothing
+        task = asyncio.get_running_loop().create_task(self._deliver(event, ready))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _deliver(self, event: AckEvent, ready: list[tuple[Waiter, bool]]) -> None:
+        value: str | None = None
+        if event.has_result:
+            path_waiters = any(is_path for _, is_path in ready)
+            id_waiters = any(not is_path for _, is_path in ready)
+            try:
+                value = await self.db.fetchval(
+                    "QUEUE RESULT_BLOCKING", "select cq_result_event($1, $2, $3)",
+                    event.id, path_waiters, id_waiters,
+                )
+            except Exception as exc:  # the re-check after reconnect answers them
+                _log.warning("RESULT_BLOCKING delivery of %d failed: %s", event.id, exc)
+                for waiter, _ in ready:
+                    waiter.restore()
+                return
+            if value is None:  # removed meanwhile (TRUNCATE, a newer ACK with its external id)
+                for waiter, _ in ready:
+                    waiter.restore()
+                return
+        result = QueueSteps.delivered(value, event.id)
+        for waiter, _ in ready:
+            try:
+                waiter.fire(result)
+            except Exception:
+                _log.exception("RESULT_BLOCKING callback failed")
+
+    # -- SYS ----------------------------------------------------------------------------
+
+    async def _sys_cachestore(self, cmd: SysCachestore, process_id: str | None) -> ResultSet:
+        action = cmd.action
+        if action in ("healthcheck", "persist"):
+            await self.db.fetch(cmd.tag, "select 1")
+            return EMPTY
+        if action == "compaction":
+            await self.session.housekeep()
+            return EMPTY
+        if action == "eviction":
+            await self.db.fetch(cmd.tag, "select cq_cache_evict($1, $2)",
+                                self.limits.cache_max_keys, self.limits.cache_max_bytes)
+            return ResultSet(cmd.result_columns(), await self._tables.eviction_rows())
+        if action == "info":
+            return ResultSet(cmd.result_columns(), await self._tables.info_rows())
+        raise InternalError(f"unknown SYS CACHESTORE action {action!r}")
+
+    async def _sys_clock(self, cmd: SysClock, process_id: str | None) -> ResultSet:
+        """The test clock, shared by every front end (kept in cq_clock)."""
+        if not self.limits.clock_control:
+            raise InsufficientPrivilege(_CLOCK_DISABLED)
+        ms = None
+        if cmd.action == "advance":
+            ms = bound.opt_num(cmd.ms)
+            if ms is None or ms < 0:
+                raise InvalidParameterValue(
+                    f"SYS CLOCK ADVANCE needs a non-negative number of milliseconds, actual: {ms}"
+                )
+        now, offset, frozen = await self.db.fetchrow(
+            cmd.tag, "select * from cq_clock($1, $2)", cmd.action, ms
+        )
+        self._set_clock(now, frozen)
+        return ResultSet(cmd.RESULT_COLUMNS, [(now, offset, frozen)])
+
+    async def refresh_clock(self) -> None:
+        now, _, frozen = await self.db.fetchrow("SYS CLOCK", "select * from cq_clock('show', null)")
+        self._set_clock(now, frozen)
+
+    def _set_clock(self, now: int, frozen: bool) -> None:
+        self._frozen = now if frozen else None
+        self._skew = now - _wall_ms()
