@@ -23,6 +23,8 @@ class Config:
     slow_command_ms: int = 1000
     auth: str = "trust"
     password: str | None = None
+    #: read into ``password`` at startup (keeps it out of the process list)
+    password_file: str | None = None
     users_file: str | None = None
     ws_auth: str = "none"
     tls_cert: str | None = None
@@ -44,3 +46,7 @@ class Config:
     shutdown_grace: int = 5
     #: none, basic or off; None means "basic when --auth is not trust, else none"
     console_auth: str | None = None
+    #: none, basic or loopback; None means "basic when --auth is not trust, else none"
+    metrics_auth: str | None = None
+    #: longest label value on /metrics, in UTF-8 bytes; longer ones are cut and marked
+    max_metrics_label_bytes: int = 200

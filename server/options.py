@@ -35,6 +35,7 @@ __all__ = [
     "load_config",
     "option_value",
     "parse_bool",
+    "read_password_file",
     "read_users_file",
 ]
 
@@ -49,6 +50,7 @@ LOG_FORMATS = ("plain", "json")
 AUTH_METHODS = ("trust", "scram-sha-256", "md5")
 WS_AUTH_METHODS = ("none", "basic")
 CONSOLE_AUTH_METHODS = ("none", "basic", "off")
+METRICS_AUTH_METHODS = ("none", "basic", "loopback")
 #: Cube Store's hard limit on how long a result is kept (dialect doc §8 rule 9).
 RESULTS_EXPIRE_MAX_S = 300
 
@@ -196,7 +198,8 @@ OPTIONS: tuple[Option, ...] = (
            _choice(AUTH_METHODS), metavar="METHOD"),
     Option("password", "the password of every user, when no users file is given", _any_text,
            metavar="PASSWORD"),
-    Option("users_file", "file of user:password lines; # starts a comment", _readable_file,
+    Option("users_file", "file of user:password lines; a line starting with # is a "
+           "comment (a # inside a password is part of it)", _readable_file,
            metavar="PATH"),
     Option("ws_auth", "WebSocket authentication: none or basic (Cube's driver sends no "
            "credentials, so keep none for Cube)", _choice(WS_AUTH_METHODS), metavar="METHOD"),
@@ -243,6 +246,16 @@ OPTIONS: tuple[Option, ...] = (
            "port: none (open), basic (the PostgreSQL wire's users) or off (removed)",
            _choice(CONSOLE_AUTH_METHODS), metavar="METHOD",
            default_help="basic when --auth is not trust, else none"),
+    Option("password_file", "read the password of every user from this file (one line; "
+           "keeps it out of the process list); not with --password", _readable_file,
+           metavar="PATH"),
+    Option("metrics_auth", "GET /metrics: none (open), basic (the PostgreSQL wire's "
+           "users) or loopback (only scrapers on a loopback address)",
+           _choice(METRICS_AUTH_METHODS), metavar="METHOD",
+           default_help="basic when --auth is not trust, else none"),
+    Option("max_metrics_label_bytes", "longest label value on /metrics (a prefix name, "
+           "say); longer ones are cut and end in '...'", _integer(16), metavar="BYTES",
+           unit="bytes"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
@@ -314,11 +327,14 @@ def _parse(opt: Option, parse: Parser, raw: str, source: str) -> object:
 
 
 def read_users_file(path: str) -> dict[str, str]:
-    """``user:password`` lines; ``#`` starts a comment anywhere on a line (config.md).
+    """``user:password`` lines; a line whose first non-blank character is ``#`` is a
+    comment, and a ``#`` anywhere else is part of the password (config.md).
 
-    The password is everything after the first colon (so it may contain colons), with
-    surrounding blanks removed; blank lines are skipped. The same rules as the server's
-    ``context.load_users``, so the healthcheck and the server agree on every password.
+    The password is everything after the first colon (so it may contain colons and
+    ``#``), with surrounding blanks removed; blank lines are skipped; an empty password is
+    refused, naming the user, because it would let anyone who knows the name log in. The
+    same rules as the server's ``context.load_users``, so the healthcheck and the server
+    agree on every password.
     """
     users: dict[str, str] = {}
     try:
@@ -328,17 +344,37 @@ def read_users_file(path: str) -> dict[str, str]:
         raise ConfigError(f"invalid value for --users-file: {path!r} cannot be read "
                           f"({err.__class__.__name__})") from None
     for number, line in enumerate(lines, 1):
-        text = line.split("#", 1)[0].strip()
-        if not text:
+        text = line.strip()
+        if not text or text.startswith("#"):
             continue
         user, sep, password = text.partition(":")
         if not sep or not user.strip():
             raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
                               "is not user:password")
+        if not password.strip():
+            raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
+                              f"gives user {user.strip()!r} an empty password")
         users[user.strip()] = password.strip()
     if not users:
         raise ConfigError(f"invalid value for --users-file: {path!r} names no user")
     return users
+
+
+def read_password_file(path: str) -> str:
+    """The password in ``path``: its first line without the line break (what
+    ``echo pw > file`` and Docker or Kubernetes secrets produce). Blanks inside it count;
+    an empty one is refused, as in the users file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"invalid value for --password-file: {path!r} cannot be read "
+                          f"({err.__class__.__name__})") from None
+    password = first.rstrip("\r\n")
+    if not password.strip():
+        raise ConfigError(f"invalid value for --password-file: {path!r} holds an empty "
+                          "password")
+    return password
 
 
 def _check_together(cfg: Config) -> None:
@@ -382,9 +418,25 @@ def build_parser(*, prog: str = "cubequeue") -> argparse.ArgumentParser:
 def config_from(flags: Mapping[str, object], environ: Mapping[str, str]) -> Config:
     """Settle every option from already-parsed flags, the environment and the defaults."""
     values = {opt.field: _settle(opt, flags, environ) for opt in OPTIONS}
+    _resolve_password_file(values)
     cfg = Config(**values)  # type: ignore[arg-type]  # each parser returns its field's type
     _check_together(cfg)
+    if cfg.metrics_auth == "basic" and cfg.password is None and cfg.users_file is None:
+        raise ConfigError("invalid value for --metrics-auth: 'basic' needs --password or "
+                          "--users-file")
     return cfg
+
+
+def _resolve_password_file(values: dict[str, object]) -> None:
+    """``--password-file`` becomes the password itself, so every reader of the password
+    (the wire's authentication, the console, the healthcheck) needs no change."""
+    path = values.get("password_file")
+    if path is None:
+        return
+    if values.get("password") is not None:
+        raise ConfigError("invalid value for --password-file: give --password or "
+                          "--password-file, not both")
+    values["password"] = read_password_file(str(path))
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:

