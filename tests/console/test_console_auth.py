@@ -28,7 +28,7 @@ def test_option_flag_and_environment() -> None:
 
 
 def test_bad_values_name_the_option() -> None:
-    with pytest.raises(ConfigError, match="--console-auth.*must be one of none, basic, off"):
+    with pytest.raises(ConfigError, match=r"--console-auth.*must be one of none, basic, off"):
         load_config(["--console-auth", "open"], {})
     with pytest.raises(ConfigError, match="--console-auth: 'basic' needs --password"):
         load_config(["--console-auth", "basic"], {})
