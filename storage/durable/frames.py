@@ -35,10 +35,10 @@ __all__ = [
     "Frame",
     "decode_payload",
     "encode_frame",
-    "find_next_frame",
-    "read_frame",
     "encode_payload",
+    "find_next_frame",
     "frames",
+    "read_frame",
 ]
 
 HEADER = struct.Struct("<IIQIHH")
@@ -118,10 +118,7 @@ def read_frame(buf: bytes | memoryview, offset: int, end: int) -> Frame | BadFra
 def _has_zero_sector(view: memoryview) -> bool:
     """A 512-byte sector of zeros inside the frame: written partly, not corrupted
     (etcd's ``isTornEntry``)."""
-    for start in range(0, len(view) - 511, 512):
-        if not any(view[start:start + 512]):
-            return True
-    return False
+    return any(not any(view[start:start + 512]) for start in range(0, len(view) - 511, 512))
 
 
 def find_next_frame(buf: bytes | memoryview, offset: int, end: int, min_lsn: int) -> Frame | None:

@@ -1,0 +1,122 @@
+"""The durable state as plain rows: what recovery replays records into.
+
+An :class:`Image` is the store's persistent state without its indexes: items, results and
+cache entries by key, the id reservation and the newest timestamp seen. Applying a record
+is idempotent (records are states), and :meth:`Image.records` lists the state back as
+records, so ``image == replay(image.records())``; recovery builds the live store from an
+image in one pass (the indexes are rebuilt there, not replayed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import cast
+
+from cubequeue.storage.durable import records as r
+from cubequeue.storage.durable.records import Record
+
+__all__ = ["Image"]
+
+
+class Image:
+    __slots__ = ("cache", "clock_offset", "items", "max_ts", "reserved", "results")
+
+    def __init__(self) -> None:
+        #: id → ITEM_PUT fields after the kind (a list, so ITEM_SET updates it in place)
+        self.items: dict[int, list[object]] = {}
+        #: id → RESULT_PUT fields after the kind
+        self.results: dict[int, list[object]] = {}
+        #: path → CACHE_PUT fields after the kind, least recently written first
+        self.cache: dict[str, list[object]] = {}
+        #: the highest ID_RESERVE seen: no queue id at or above it was handed out
+        self.reserved = 1
+        #: the newest timestamp in the data (expiry at load uses max(wall clock, this))
+        self.max_ts = 0
+        self.clock_offset = 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Image):
+            return NotImplemented
+        return (self.items, self.results, list(self.cache.items())) == (
+            other.items, other.results, list(other.cache.items()))
+
+    def __repr__(self) -> str:
+        return f"Image(items={self.items}, results={self.results}, cache={self.cache})"
+
+    @property
+    def next_id(self) -> int:
+        """The first queue id recovery may hand out: past every id seen or reserved."""
+        top = max(max(self.items, default=0), max(self.results, default=0))
+        return max(self.reserved, top + 1)
+
+    @property
+    def next_cache_id(self) -> int:
+        return 1 + max((cast(int, row[0]) for row in self.cache.values()), default=0)
+
+    def apply(self, rec: Record) -> None:
+        kind = rec[0]
+        if kind == r.ITEM_PUT:
+            self.items[cast(int, rec[1])] = list(rec[1:])
+            self._seen(rec[5], rec[12], rec[13])
+        elif kind == r.ITEM_SET:
+            item = self.items.get(cast(int, rec[1]))
+            if item is not None:
+                item[12], item[11], item[10] = rec[2], rec[3], rec[4]
+            self._seen(rec[2], rec[3])
+        elif kind == r.ITEM_DEL:
+            self.items.pop(cast(int, rec[1]), None)
+        elif kind == r.RESULT_PUT:
+            self.results[cast(int, rec[1])] = list(rec[1:])
+        elif kind == r.RESULT_FLAG:
+            result = self.results.get(cast(int, rec[1]))
+            if result is not None:
+                result[5] = True
+        elif kind == r.RESULT_DEL:
+            self.results.pop(cast(int, rec[1]), None)
+        elif kind == r.CACHE_PUT:
+            path = cast(str, rec[2])
+            self.cache.pop(path, None)
+            self.cache[path] = list(rec[1:])
+        elif kind == r.CACHE_DEL:
+            self.cache.pop(cast(str, rec[1]), None)
+        elif kind == r.TRUNCATE:
+            if rec[1] == "queue":
+                self.items.clear()
+                self.results.clear()
+            else:
+                self.cache.clear()
+        elif kind == r.ID_RESERVE:
+            self.reserved = max(self.reserved, cast(int, rec[1]))
+        elif kind == r.CLOCK:
+            self._seen(rec[1])
+            self.clock_offset = cast(int, rec[2])
+
+    def _seen(self, *stamps: object) -> None:
+        for stamp in stamps:
+            if stamp is not None and cast(int, stamp) > self.max_ts:
+                self.max_ts = cast(int, stamp)
+
+    def expire(self, now: int) -> int:
+        """Drop what has expired by ``now`` with the live store's rules (items at
+        ``expire <= now``, results once ``expire < now``, cache at ``expire <= now``)."""
+        items = [k for k, v in self.items.items() if cast(int, v[6]) <= now]
+        results = [k for k, v in self.results.items() if cast(int, v[3]) < now]
+        cache = [k for k, v in self.cache.items() if v[3] is not None and cast(int, v[3]) <= now]
+        for id_ in items:
+            del self.items[id_]
+        for id_ in results:
+            del self.results[id_]
+        for path in cache:
+            del self.cache[path]
+        return len(items) + len(results) + len(cache)
+
+    def records(self) -> Iterator[Record]:
+        """The state as records, in an order that replays to it."""
+        yield (r.CLOCK, self.max_ts, self.clock_offset)
+        yield (r.ID_RESERVE, self.next_id)
+        for item in self.items.values():
+            yield (r.ITEM_PUT, *item)
+        for result in self.results.values():
+            yield (r.RESULT_PUT, *result)
+        for entry in self.cache.values():
+            yield (r.CACHE_PUT, *entry)

@@ -1,0 +1,364 @@
+"""Recovery: the newest valid snapshot, then the later log, into an :class:`Image`.
+
+Order (etcd's WAL repair and Redis's AOF loading rules, with per-frame checksums):
+
+1. The newest snapshot whose frames and trailer all validate. One that does not is moved to
+   ``quarantine/`` and the previous one is used, so a bad snapshot is never loaded twice.
+2. Every segment holding lsns after the snapshot's, checking lsn continuity.
+3. A **torn tail** (bad bytes with no valid frame after them anywhere: a write cut by a
+   crash) is copied to ``quarantine/`` and the segment truncated at the last good frame.
+4. **Corruption elsewhere** (bad bytes with valid frames after them, an lsn gap, a foreign
+   or unreadable segment) follows the policy: ``salvage`` skips to the next valid frame and
+   quarantines the skipped bytes; ``strict`` refuses to start; ``point-in-time`` stops at
+   the first corruption and quarantines everything after it.
+5. Every record is validated with the live commands' limits; a bad one is written to
+   ``quarantine/records.jsonl`` with its reason and skipped, never applied.
+6. Expiry is enforced with ``now = max(wall clock, newest timestamp in the data)``, so a
+   clock that went back cannot resurrect what had expired.
+
+Nothing here raises on bad data except :class:`RecoveryRefused` under ``strict``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from cubequeue.storage.durable import frames as fr
+from cubequeue.storage.durable import layout
+from cubequeue.storage.durable import records as r
+from cubequeue.storage.durable.files import Files
+from cubequeue.storage.durable.image import Image
+from cubequeue.storage.durable.records import InvalidRecord, Record
+from cubequeue.storage.limits import Limits
+
+__all__ = ["Policy", "Recovered", "RecoveryRefused", "RecoveryReport", "recover"]
+
+Policy = Literal["salvage", "strict", "point-in-time"]
+POLICIES: tuple[Policy, ...] = ("salvage", "strict", "point-in-time")
+QUARANTINE = "quarantine"
+DIRECTORY_ID = "DIRECTORY_ID"
+
+_log = logging.getLogger("cubequeue.durable")
+
+
+class RecoveryRefused(Exception):
+    """``--recovery strict`` found corruption; the one line says where."""
+
+
+@dataclass(slots=True)
+class RecoveryReport:
+    snapshot_lsn: int = 0
+    snapshot_objects: int = 0
+    segments: int = 0
+    frames: int = 0
+    records: int = 0
+    expired: int = 0
+    torn_tails: int = 0
+    corrupt_frames: int = 0
+    quarantined_records: int = 0
+    quarantined_files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    clock_behind_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    image: Image
+    #: the last lsn the state holds: the next segment starts after it
+    last_lsn: int
+    directory: uuid.UUID
+    report: RecoveryReport
+
+
+class _Quarantine:
+    def __init__(self, files: Files, data_dir: str, report: RecoveryReport) -> None:
+        self._files = files
+        self._dir = f"{data_dir}/{QUARANTINE}"
+        self._report = report
+
+    def _write(self, name: str, data: bytes, append: bool = False) -> str:
+        self._files.makedirs(self._dir)
+        path = f"{self._dir}/{name}"
+        exists = self._files.exists(path)
+        handle = self._files.open(path, create=not exists)
+        try:
+            offset = self._files.size(path) if (exists and append) else 0
+            if exists and not append:
+                self._files.truncate(handle, 0)
+            self._files.pwrite(handle, data, offset)
+            self._files.datasync(handle)
+        finally:
+            self._files.close(handle)
+        self._files.sync_dir(self._dir)
+        return path
+
+    def bytes(self, source: str, offset: int, data: bytes, reason: str) -> None:
+        stamp = time.time_ns() // 1_000_000
+        name = f"{source}.{offset}.{stamp}.broken"
+        self._report.quarantined_files.append(self._write(name, data))
+        self.note({"file": source, "offset": offset, "bytes": len(data), "reason": reason,
+                   "copy": name})
+
+    def record(self, source: str, lsn: int, raw: object, reason: str) -> None:
+        self._report.quarantined_records += 1
+        line = json.dumps({"file": source, "lsn": lsn, "reason": reason, "record": raw},
+                          ensure_ascii=False, default=repr)
+        self._write("records.jsonl", (line + "\n").encode("utf-8", "surrogatepass"), append=True)
+
+    def note(self, entry: dict[str, object]) -> None:
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
+        self._write("report.jsonl", line.encode("utf-8", "surrogatepass"), append=True)
+
+
+def _directory_id(files: Files, data_dir: str) -> uuid.UUID:
+    path = f"{data_dir}/{DIRECTORY_ID}"
+    if files.exists(path):
+        return uuid.UUID(files.read(path).decode("ascii").strip())
+    ident = uuid.uuid4()
+    tmp = path + ".tmp"
+    if files.exists(tmp):
+        files.unlink(tmp)
+    handle = files.open(tmp, create=True)
+    try:
+        files.pwrite(handle, f"{ident}\n".encode("ascii"), 0)
+        files.datasync(handle)
+    finally:
+        files.close(handle)
+    files.rename(tmp, path)
+    files.sync_dir(data_dir)
+    return ident
+
+
+class _Replay:
+    """One recovery run's state (kept apart so each step reads as a method)."""
+
+    def __init__(self, files: Files, data_dir: str, policy: Policy, limits: Limits,
+                 directory: uuid.UUID) -> None:
+        self.files = files
+        self.dir = data_dir
+        self.policy = policy
+        self.limits = limits
+        self.directory = directory
+        self.report = RecoveryReport()
+        self.quarantine = _Quarantine(files, data_dir, self.report)
+        self.image = Image()
+
+    def corrupt(self, where: str, reason: str) -> None:
+        self.report.corrupt_frames += 1
+        if self.policy == "strict":
+            raise RecoveryRefused(f"--recovery strict: {where}: {reason}; refusing to start")
+        _log.error("durable: %s: %s (--recovery %s)", where, reason, self.policy)
+
+    def apply_frame(self, source: str, frame: fr.Frame, after: int, into: Image) -> None:
+        try:
+            values = fr.decode_payload(frame)
+        except ValueError as err:
+            self.quarantine.record(source, frame.first_lsn, None, f"undecodable frame: {err}")
+            return
+        for i, raw in enumerate(values):
+            lsn = frame.first_lsn + i
+            if lsn <= after:
+                continue
+            try:
+                rec = r.validate(raw, self.limits)
+            except InvalidRecord as err:
+                self.quarantine.record(source, lsn, raw, str(err))
+                continue
+            into.apply(rec)
+            self.report.records += 1
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def load_snapshot(self, name: str, lsn: int) -> Image | None:
+        """The snapshot's image, or None (the file moved to quarantine) if it is bad."""
+        path = f"{self.dir}/{name}"
+        data = self.files.read(path)
+        try:
+            layout.decode_header(data, layout.SNAP_MAGIC, self.directory)
+            image, objects = self._snapshot_frames(name, data, lsn)
+        except ValueError as err:
+            _log.error("durable: snapshot %s is unusable (%s); moved to quarantine/", name, err)
+            self.quarantine.note({"file": name, "reason": str(err), "moved": True})
+            self.files.makedirs(f"{self.dir}/{QUARANTINE}")
+            self.files.rename(path, f"{self.dir}/{QUARANTINE}/{name}")
+            self.files.sync_dir(self.dir)
+            self.report.quarantined_files.append(name)
+            self.report.corrupt_frames += 1
+            if self.policy == "strict":
+                raise RecoveryRefused(
+                    f"--recovery strict: snapshot {name}: {err}; refusing to start") from None
+            return None
+        self.report.snapshot_lsn = lsn
+        self.report.snapshot_objects = objects
+        return image
+
+    def _snapshot_frames(self, name: str, data: bytes, lsn: int) -> tuple[Image, int]:
+        image = Image()
+        expected = 1
+        trailer: Record | None = None
+        for frame in fr.frames(data, layout.HEADER_BYTES, len(data)):
+            if isinstance(frame, fr.BadFrame):
+                raise ValueError(f"bad frame at offset {frame.offset}: {frame.reason}")
+            if frame.first_lsn != expected or trailer is not None:
+                raise ValueError(f"frame at offset {frame.offset} is out of sequence")
+            expected = frame.last_lsn + 1
+            values = fr.decode_payload(frame)
+            for i, raw in enumerate(values):
+                try:
+                    rec = r.validate(raw, self.limits)
+                except InvalidRecord as err:
+                    self.quarantine.record(name, frame.first_lsn + i, raw, str(err))
+                    continue
+                if rec[0] == r.TRAILER:
+                    trailer = rec
+                else:
+                    image.apply(rec)
+        if trailer is None:
+            raise ValueError("no trailer: the snapshot was never finished")
+        if trailer[1] != lsn:
+            raise ValueError(f"its trailer says lsn {trailer[1]}, its name {lsn}")
+        image.reserved = max(image.reserved, int(trailer[3]))  # type: ignore[call-overload]  # validated int
+        image.max_ts = max(image.max_ts, int(trailer[5]))  # type: ignore[call-overload]  # validated int
+        return image, int(trailer[2])  # type: ignore[call-overload]  # validated int
+
+    # -- segments -----------------------------------------------------------------------
+
+    def replay_segments(self, segments: list[tuple[str, int]], after: int) -> int:
+        """Apply every record after lsn ``after``; the last lsn applied (or ``after``)."""
+        # a segment whose successor starts at or before after + 1 holds nothing newer
+        live = [s for i, s in enumerate(segments)
+                if i + 1 >= len(segments) or segments[i + 1][1] > after + 1]
+        expected = after + 1
+        stop = False
+        for index, (name, first) in enumerate(live):
+            if stop:
+                self._drop_segment(name, "after a point-in-time stop")
+                continue
+            later = live[index + 1:]
+            expected, stop = self._replay_segment(name, first, after, expected, later)
+            self.report.segments += 1
+        return expected - 1
+
+    def _replay_segment(self, name: str, first: int, after: int, expected: int,
+                        later: list[tuple[str, int]]) -> tuple[int, bool]:
+        path = f"{self.dir}/{name}"
+        data = self.files.read(path)
+        try:
+            layout.decode_header(data, layout.LOG_MAGIC, self.directory)
+        except ValueError as err:
+            if not any(data[: layout.HEADER_BYTES]) and not later:
+                self._truncate(name, data, 0, "a segment whose header was never written")
+                return expected, False
+            self.corrupt(name, f"unreadable segment header: {err}")
+            self.quarantine.bytes(name, 0, data, str(err))
+            return expected, self.policy == "point-in-time"
+        if first > expected:
+            self.corrupt(name, f"lsns {expected}..{first - 1} are missing")
+            if self.policy == "point-in-time":
+                return expected, True
+            expected = first
+        offset = layout.HEADER_BYTES
+        end = len(data)
+        while True:
+            found = fr.read_frame(data, offset, end)
+            if found is None:
+                return expected, False
+            if isinstance(found, fr.Frame):
+                started = expected > after + 1
+                if found.last_lsn > after and (
+                    found.first_lsn > expected or (started and found.first_lsn < expected)):
+                    self.corrupt(name, f"frame at offset {offset} has lsn {found.first_lsn}, "
+                                       f"expected {expected}")
+                    if self.policy == "point-in-time":
+                        self._truncate(name, data, offset, "after an lsn gap")
+                        return expected, True
+                self.report.frames += 1
+                self.apply_frame(name, found, after, self.image)
+                expected = max(expected, found.last_lsn + 1)
+                offset = found.end
+                continue
+            resume = fr.find_next_frame(data, offset, end, expected)
+            if resume is None and not self._later_has_frames(later):
+                self.report.torn_tails += 1
+                _log.warning("durable: torn tail in %s at offset %d (%s): copied to "
+                             "quarantine/ and truncated", name, offset, found.reason)
+                self._truncate(name, data, offset, f"torn tail: {found.reason}")
+                return expected, False
+            self.corrupt(name, f"offset {offset}: {found.reason}")
+            if self.policy == "point-in-time":
+                self._truncate(name, data, offset, f"point-in-time stop: {found.reason}")
+                return expected, True
+            stop_at = resume.offset if resume is not None else end
+            self.quarantine.bytes(name, offset, data[offset:stop_at], found.reason)
+            if resume is None:
+                return expected, False
+            offset = resume.offset
+
+    def _later_has_frames(self, later: list[tuple[str, int]]) -> bool:
+        for name, _ in later:
+            data = self.files.read(f"{self.dir}/{name}")
+            if isinstance(fr.read_frame(data, layout.HEADER_BYTES, len(data)), fr.Frame):
+                return True
+        return False
+
+    def _truncate(self, name: str, data: bytes, offset: int, reason: str) -> None:
+        self.quarantine.bytes(name, offset, data, reason)
+        path = f"{self.dir}/{name}"
+        if offset <= layout.HEADER_BYTES:
+            self.files.unlink(path)
+            self.files.sync_dir(self.dir)
+            return
+        handle = self.files.open(path, create=False)
+        try:
+            self.files.truncate(handle, offset)
+            self.files.datasync(handle)
+        finally:
+            self.files.close(handle)
+
+    def _drop_segment(self, name: str, reason: str) -> None:
+        path = f"{self.dir}/{name}"
+        self.quarantine.bytes(name, 0, self.files.read(path), reason)
+        self.files.unlink(path)
+        self.files.sync_dir(self.dir)
+
+
+def recover(files: Files, data_dir: str, policy: Policy, limits: Limits,
+            wall_ms: Callable[[], int]) -> Recovered:
+    """Read ``data_dir`` back (see the module docstring); the caller holds its lock."""
+    started = time.perf_counter()
+    files.makedirs(data_dir)
+    directory = _directory_id(files, data_dir)
+    replay = _Replay(files, data_dir, policy, limits, directory)
+    snaps: list[tuple[str, int]] = []
+    segments: list[tuple[str, int]] = []
+    for name in files.listdir(data_dir):
+        if name.endswith(".tmp"):
+            files.unlink(f"{data_dir}/{name}")  # an unfinished snapshot or segment
+            continue
+        parsed = layout.parse_name(name)
+        if parsed is not None:
+            (snaps if parsed[0] == "snap" else segments).append((name, parsed[1]))
+    snaps.sort(key=lambda s: s[1], reverse=True)
+    segments.sort(key=lambda s: s[1])
+    after = 0
+    for name, lsn in snaps:
+        image = replay.load_snapshot(name, lsn)
+        if image is not None:
+            replay.image, after = image, lsn
+            break
+    last = max(after, replay.replay_segments(segments, after))
+    image = replay.image
+    now = wall_ms()
+    if image.max_ts > now:
+        replay.report.clock_behind_ms = image.max_ts - now
+        _log.warning("durable: the wall clock is %d ms behind the newest timestamp in the "
+                     "data; expiring with the latter", image.max_ts - now)
+    replay.report.expired = image.expire(max(now, image.max_ts))
+    replay.report.seconds = time.perf_counter() - started
+    return Recovered(image, last, directory, replay.report)

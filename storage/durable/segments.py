@@ -1,0 +1,125 @@
+"""The log's files as the writer thread sees them: preallocated segments, in order.
+
+Runs on the writer thread only. A segment is created zero-filled to ``segment_bytes``
+(so an ``fdatasync`` after overwriting it commits no file-size metadata), with the next one
+prepared ahead as ``next.tmp`` and renamed into place, with a directory fsync, when the
+current one is full (etcd's ``filePipeline``). A frame larger than a whole segment gets a
+segment of its own size.
+
+A failed write or sync is never retried on the same file (PostgreSQL's fsync rule: the
+kernel may have dropped the dirty pages and cleared the error): the error propagates, and
+the owner abandons this writer and opens a new segment after a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+
+from cubequeue.storage.durable import layout
+from cubequeue.storage.durable.files import Files, zero_fill
+
+__all__ = ["SegmentWriter"]
+
+_NEXT = "next.tmp"
+_log = logging.getLogger("cubequeue.durable")
+
+
+class SegmentWriter:
+    __slots__ = ("_dir", "_directory", "_files", "_handle", "_offset", "_prepared",
+                 "_segment_bytes", "_size", "name", "unsynced")
+
+    def __init__(self, files: Files, data_dir: str, directory: uuid.UUID, segment_bytes: int,
+                 first_lsn: int) -> None:
+        self._files = files
+        self._dir = data_dir
+        self._directory = directory
+        self._segment_bytes = segment_bytes
+        self._prepared = False
+        self._handle = -1
+        self._offset = 0
+        self._size = 0
+        self.name = ""
+        #: bytes written since the last sync
+        self.unsynced = False
+        self._open(first_lsn, segment_bytes)
+
+    @property
+    def path(self) -> str:
+        return f"{self._dir}/{self.name}"
+
+    def _create(self, path: str, size: int) -> int:
+        if self._files.exists(path):
+            self._files.unlink(path)
+        handle = self._files.open(path, create=True)
+        zero_fill(self._files, handle, size)
+        self._files.datasync(handle)
+        return handle
+
+    def _open(self, first_lsn: int, size: int) -> None:
+        name = layout.log_name(first_lsn)
+        path = f"{self._dir}/{name}"
+        next_path = f"{self._dir}/{_NEXT}"
+        if self._prepared and size == self._segment_bytes:
+            handle = self._files.open(next_path, create=False)
+            self._files.rename(next_path, path)
+            self._prepared = False
+        else:
+            handle = self._create(path + ".tmp", size)
+            self._files.rename(path + ".tmp", path)
+        header = layout.FileHeader(layout.LOG_MAGIC, self._directory, first_lsn,
+                                   time.time_ns() // 1_000_000)
+        self._files.pwrite(handle, layout.encode_header(header), 0)
+        self._files.datasync(handle)
+        self._files.sync_dir(self._dir)
+        self._handle, self.name, self._offset, self._size = handle, name, layout.HEADER_BYTES, size
+
+    def prepare_next(self) -> None:
+        """Zero-fill the next segment now, off the hot path (idempotent)."""
+        if not self._prepared:
+            handle = self._create(f"{self._dir}/{_NEXT}", self._segment_bytes)
+            self._files.close(handle)
+            self._prepared = True
+
+    def prepare_next_quietly(self) -> None:
+        """:meth:`prepare_next`, where a failure (a full disk) only means the rotation
+        will create the file itself."""
+        try:
+            self.prepare_next()
+        except OSError as err:
+            _log.warning("durable: cannot prepare the next segment yet: %s", err)
+            with contextlib.suppress(OSError):
+                self._files.unlink(f"{self._dir}/{_NEXT}")
+
+    def write(self, frame: bytes, first_lsn: int) -> bool:
+        """Append one frame; True when it began a new segment."""
+        rotated = False
+        if self._offset + len(frame) > self._size:
+            self.rotate(first_lsn, layout.HEADER_BYTES + len(frame))
+            rotated = True
+        self._files.pwrite(self._handle, frame, self._offset)
+        self._offset += len(frame)
+        self.unsynced = True
+        return rotated
+
+    def rotate(self, first_lsn: int, need: int = 0) -> None:
+        """Close the segment (synced) and continue in ``log-<first_lsn>`` (an empty
+        segment already is that one, and stays)."""
+        if self._offset == layout.HEADER_BYTES and need <= self._size:
+            return
+        self.sync()
+        self._files.close(self._handle)
+        self._handle = -1
+        self._open(first_lsn, max(self._segment_bytes, need))
+
+    def sync(self) -> None:
+        if self.unsynced:
+            self._files.datasync(self._handle)
+            self.unsynced = False
+
+    def close(self) -> None:
+        if self._handle >= 0:
+            self._files.close(self._handle)
+            self._handle = -1
