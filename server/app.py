@@ -47,7 +47,7 @@ def _wall_clock_ms() -> int:
 
 
 def _log_departure(departure: Departure) -> None:
-    """Every departure but an ACK is worth a line (issue: departure log)."""
+    """Every departure but an ACK is worth a line: why an item left without a result."""
     if departure.reason != "acked":
         _queue_log.info(
             "queue item %d left the queue: %s (%s)", departure.id, departure.reason,

@@ -37,10 +37,10 @@ from cubequeue.grammar import bind, is_dialect, param_slots, parse_cached
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
 from cubequeue.grammar.results import Column, ResultSet
-from cubequeue.server.errors import InFailedTransaction
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
 from cubequeue.server.sql.lexer import first_word
+from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
 from cubequeue.storage.interface import RowStream
 
 if TYPE_CHECKING:
@@ -65,9 +65,6 @@ _internal_log = logging.getLogger("cubequeue.server")
 _PREPARE_CACHE_SIZE = 4096
 #: the command name metrics and logs use for statements that did not parse
 _PARSE = "(parse)"
-#: the first words that may run in a failed transaction block (they end it)
-TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
-_IN_FAILED = "current transaction is aborted, commands ignored until end of transaction block"
 
 #: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
 Observe = Callable[[str, str, float], None]
@@ -173,7 +170,7 @@ class Executor:
         may reject plain SQL the wire does not serve before it runs."""
         if is_dialect(sql):
             if session.tx_status == "E":
-                raise InFailedTransaction(_IN_FAILED)
+                raise in_failed_transaction()
             prepared = self.prepare(sql)
             command = prepared.command
             if prepared.params:
@@ -188,7 +185,7 @@ class Executor:
     def check_open(self, session: PlainSession, statement_ends_block: bool) -> None:
         """25P02 in a failed block, unless the statement ends the block."""
         if session.tx_status == "E" and not statement_ends_block:
-            raise InFailedTransaction(_IN_FAILED)
+            raise in_failed_transaction()
 
     def plain(
         self, sql: str, session: PlainSession, params: Sequence[str | None] = ()

@@ -1,7 +1,7 @@
 """The (connection_id, message_id) table that makes a resent message run at most once.
 
 Cube's client re-sends every unanswered message with the same ids after a reconnect
-(cube-client.md §3.4), so a QUEUE ADD, ACK or CACHE INCR whose answer was lost would
+after a reconnect, so a QUEUE ADD, ACK or CACHE INCR whose answer was lost would
 otherwise run twice. Cube Store's rules (``http/mod.rs``), which this table keeps:
 
 * first arrival → the caller runs the message (:data:`RUN`);
@@ -14,7 +14,7 @@ to a socket that is still open, so an answer written into a connection that dies
 moment later is lost, and the resend runs the statement again. Here an answer is
 forgotten only when the endpoint confirms that the client has read it (a pong to a ping
 sent after the answer, see ``endpoint.py``), or when it is older than ``--ws-dedup-ttl``
-(config.md). Entries still running never expire: the task owns them and always ends
+Entries still running never expire: the task owns them and always ends
 (RESULT_BLOCKING is capped by ``--max-blocking-timeout``).
 
 Pure bookkeeping: no asyncio, the clock is injected, subscribers are opaque.

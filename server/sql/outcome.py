@@ -1,8 +1,7 @@
 """What plain SQL hands back to the wires: a result, a command tag, notices, effects.
 
-The wires own the bytes; this module only says *what* PostgreSQL 15 would answer
-(postgres-wire.md §1 and §2.4). Type OIDs are PostgreSQL's builtin ones (the list in
-postgres-wire.md §1, "Types"); ``type_oids`` gives one per result column because plain
+The wires own the bytes; this module only says *what* PostgreSQL 15 would answer. Type
+OIDs are PostgreSQL's builtin ones (``pg_type``); ``type_oids`` gives one per result column because plain
 SQL answers with types the four :class:`ColumnType` values cannot tell apart (``SELECT 1``
 is ``int4``, ``pg_advisory_unlock_all()`` is ``void``).
 """
@@ -30,7 +29,7 @@ __all__ = [
     "default_oid",
 ]
 
-#: The hint of every 0A000: what cubequeue answers (issue 5).
+#: The hint of every 0A000: what cubequeue answers.
 HINT = (
     "cubequeue answers QUEUE, CACHE and SYS statements, session statements (SET, SHOW, "
     "BEGIN, …) and SELECT over system.queue, system.queue_results, system.cache, "
@@ -59,7 +58,8 @@ Effect = (
 
 
 def default_oid(type_: ColumnType) -> int:
-    """The OID dialect doc §8 rule 6 gives a column type (text, int8, bool, timestamptz)."""
+    """The OID a dialect column type is sent as (text, int8, bool, timestamptz; see
+    ``docs/dialect.md`` §1.5)."""
     return _DEFAULT_OIDS[type_]
 
 

@@ -1,10 +1,11 @@
-"""Classify and answer every statement that is not QUEUE/CACHE/SYS (issue 5).
+"""Classify and answer every statement that is not QUEUE/CACHE/SYS.
 
-Dispatch is a table keyed by the first keyword (style rule 10). The hot statements
+Dispatch is a table keyed by the first keyword. The hot statements
 (``SELECT 1``, ``BEGIN``, ``COMMIT``… — pgbench and psycopg send them constantly) are
 recognised first by a dict lookup on their normalised text, without tokenizing; the
 session statements are read by :mod:`.lexer`; only SELECT reaches sqlglot, which is
-imported on first use (the server must accept connections within 1 s of start, issue 9).
+imported on first use (it is slow to import, and the server must accept connections
+within a second of starting).
 
 Transactions mirror PostgreSQL 15's ReadyForQuery status and warnings (25001 BEGIN in a
 block, 25P01 COMMIT/ROLLBACK outside one, COMMIT of a failed block answers ROLLBACK); the
@@ -32,7 +33,14 @@ from .setshow import TokenReader, run_reset, run_set, run_show, show_columns
 if TYPE_CHECKING:
     from .systables import SelectPlan
 
-__all__ = ["HINT", "PlainStore", "describe_plain", "run_plain"]
+__all__ = [
+    "HINT",
+    "TX_END_WORDS",
+    "PlainStore",
+    "describe_plain",
+    "in_failed_transaction",
+    "run_plain",
+]
 
 _PLAN_CACHE_SIZE = 256
 
@@ -168,7 +176,8 @@ _SESSION: dict[str, Callable[[TokenReader, PlainSession], PlainOutcome]] = {
     "unlisten": lambda r, s: _unlisten(r),
 }
 _TX_WORDS = frozenset({"begin", "start", "commit", "end", "rollback", "abort"})
-_TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
+#: the first words that may run in a failed transaction block (they end it)
+TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
 
 
 # -- SELECT --------------------------------------------------------------------------
@@ -245,13 +254,13 @@ def run_plain(sql: str, session: PlainSession, store: PlainStore,
     key = _normalized(sql) if len(sql) < 80 else ""
     tx = _FAST_TX.get(key)
     if tx is not None:
-        if session.tx_status == "E" and key.split()[0] not in _TX_END_WORDS:
-            raise _in_failed()
+        if session.tx_status == "E" and key.split()[0] not in TX_END_WORDS:
+            raise in_failed_transaction()
         return tx(session)
     if session.tx_status == "E":
         word = first_word(sql)
-        if word not in _TX_END_WORDS:
-            raise _in_failed()
+        if word not in TX_END_WORDS:
+            raise in_failed_transaction()
     fast = _FAST.get(key)
     if fast is not None:
         return fast(session)
@@ -270,7 +279,8 @@ def run_plain(sql: str, session: PlainSession, store: PlainStore,
     return handler(r, session)
 
 
-def _in_failed() -> InFailedTransaction:
+def in_failed_transaction() -> InFailedTransaction:
+    """25P02, in PostgreSQL's words."""
     return InFailedTransaction(
         "current transaction is aborted, commands ignored until end of transaction block"
     )
