@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "CharacterNotInRepertoire",
     "FeatureNotSupported",
     "InsufficientPrivilege",
     "InternalError",
@@ -103,3 +104,8 @@ class InternalError(QueueError, sqlstate="XX000", internal=True):
 def lookup(sqlstate: str) -> type[QueueError]:
     """The error class registered for ``sqlstate`` (QueueError itself when unknown)."""
     return _BY_SQLSTATE.get(sqlstate, QueueError)
+
+
+class CharacterNotInRepertoire(QueueError, sqlstate="22021"):
+    """A string literal whose escapes build bytes that are not valid UTF-8 (PostgreSQL's
+    ``invalid byte sequence for encoding "UTF8": 0xff``)."""

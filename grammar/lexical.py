@@ -1,13 +1,12 @@
 """Literal decoding and integer checks shared by the parser and :func:`bind`.
 
 The lexer (``queue.lark``) only finds where a literal starts and ends; this module turns
-the raw token text into its value, following ``cubestore-dialect.md`` §1.2 (Cube Store's
+the raw token text into its value, following ``docs/dialect.md`` §1.2 (Cube Store's
 MySQL-like tokenizer) and §8 rule 4 (cubequeue's PostgreSQL additions):
 
 * ``'…'``: backslash escapes ``\\0 \\a \\b \\f \\n \\r \\t \\Z`` become control characters,
   a backslash before anything else yields that character, ``''`` yields ``'``;
-* ``E'…'``: PostgreSQL escape strings (``\\b \\f \\n \\r \\t``, octal, ``\\xHH``,
-  ``\\uXXXX``, ``\\UXXXXXXXX``, anything else literally);
+* ``E'…'``: PostgreSQL escape strings (:func:`decode_pg_escapes`);
 * ``"…"`` and `` `…` ``: verbatim, a doubled quote yields one;
 * ``$tag$…$tag$``: verbatim.
 
@@ -20,7 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from cubequeue.grammar.errors import InvalidParameterValue, SyntaxError
+from cubequeue.grammar.errors import CharacterNotInRepertoire, InvalidParameterValue, SyntaxError
+from cubequeue.grammar.tokens import ID_CHAR, ID_START, TAG_CHAR
 
 __all__ = [
     "ID_CHAR",
@@ -33,26 +33,16 @@ __all__ = [
     "decode_dollar",
     "decode_dq",
     "decode_estring",
+    "decode_pg_escapes",
     "decode_string",
 ]
-
-# §1.2 identifier characters as regex classes, the same as queue.lark's _ID_START and
-# _ID_CHAR. Negated ASCII classes compile in well under a millisecond, where the
-# equivalent [A-Za-z_\u0080-\U0010FFFF] takes Python's re 10-30 ms each (issue 9,
-# "Fast start"); tests/grammar/test_grammar_lexer.py checks every code point.
-#: a word's first character: an ASCII letter, ``_``, or any non-ASCII character
-ID_START = r"[^\x00-\x40\x5b-\x5e\x60\x7b-\x7f]"
-#: a word's later characters: ID_START, digits and ``$``
-ID_CHAR = r"[^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
-#: a dollar-quote tag's later characters: ID_START and digits (no ``$``)
-TAG_CHAR = r"[^\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
 
 _I64 = (-(2**63), 2**63 - 1)
 _U32 = (0, 2**32 - 1)
 _U64 = (0, 2**64 - 1)
 
 #: §1.3: the names Cube Store uses in its integer messages, and their Rust target ranges.
-#: ``ms`` (SYS CLOCK ADVANCE) is cubequeue's own (issue 9).
+#: ``ms`` (SYS CLOCK ADVANCE) is cubequeue's own.
 INT_RANGES: dict[str, tuple[int, int]] = {
     "priority": _I64,
     "orphaned": _U32,
@@ -132,35 +122,88 @@ def decode_string(token: str) -> str:
     return _MYSQL_ESCAPE_RE.sub(_mysql_escape, body)
 
 
-_PG_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+_PG_ESCAPES = {"b": 8, "f": 12, "n": 10, "r": 13, "t": 9}
 _PG_ESCAPE_RE = re.compile(
     r"\\(?:x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|([0-7]{1,3})|([\s\S]))|''"
 )
+_UTF8 = "utf-8"
 
 
-def _pg_escape(m: re.Match[str]) -> str:
-    hex2, u4, u8, octal, other = m.groups()
-    if hex2 is not None:
-        return chr(int(hex2, 16))
-    if octal is not None:
-        return chr(int(octal, 8))
-    code = u4 if u4 is not None else u8
-    if code is not None:
-        value = int(code, 16)
-        if value > 0x10FFFF:
-            raise SyntaxError(f"invalid Unicode escape value: {m.group(0)}")
-        return chr(value)
-    if other is not None:
-        return _PG_ESCAPES.get(other, other)
-    return "'"
+def _invalid_bytes(data: bytes, at: int) -> CharacterNotInRepertoire:
+    """PostgreSQL's ``report_invalid_encoding``: the bad sequence, as long as its lead
+    byte says (one byte for a byte that cannot lead), cut at the end of the string."""
+    lead = data[at]
+    length = 2 if 0xC0 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF8 else 1
+    shown = " ".join(f"0x{b:02x}" for b in data[at : at + length])
+    return CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": {shown}')
+
+
+def decode_pg_escapes(body: str) -> str:
+    r"""A PostgreSQL escape-string body (``E'…'``, and ``'…'`` with
+    ``standard_conforming_strings = off``) → its text, as PostgreSQL builds it.
+
+    ``\b \f \n \r \t``, ``''``, and a backslash before any other character yields that
+    character. Octal (``\ooo``, taken modulo 256) and hex (``\xhh``) escapes are *bytes*,
+    ``\uXXXX`` / ``\UXXXXXXXX`` code points (a UTF-16 surrogate pair makes one); the result
+    must be valid UTF-8 without NUL bytes, else 22021 naming the bytes, as PostgreSQL says.
+    An escape beyond U+10FFFF or a lone surrogate is 42601.
+    """
+    if "\\" not in body and "''" not in body:
+        return body
+    out = bytearray()
+    pos = 0
+    high: int | None = None  # a pending high surrogate (\uD800-\uDBFF)
+    for m in _PG_ESCAPE_RE.finditer(body):
+        if m.start() > pos or (high is not None and not (m.group(2) or m.group(3))):
+            if high is not None:
+                raise SyntaxError("invalid Unicode surrogate pair")
+        out += body[pos : m.start()].encode(_UTF8, "surrogatepass")
+        pos = m.end()
+        hex2, u4, u8, octal, other = m.groups()
+        if hex2 is not None:
+            out.append(int(hex2, 16))
+        elif octal is not None:
+            out.append(int(octal, 8) & 0xFF)
+        elif u4 is not None or u8 is not None:
+            value = int(u4 if u4 is not None else u8, 16)
+            if value > 0x10FFFF:
+                raise SyntaxError(f"invalid Unicode escape value: {m.group(0)}")
+            if 0xD800 <= value <= 0xDBFF:
+                if high is not None:
+                    raise SyntaxError("invalid Unicode surrogate pair")
+                high = value
+                continue
+            if (0xDC00 <= value <= 0xDFFF) != (high is not None):
+                raise SyntaxError("invalid Unicode surrogate pair")
+            if high is not None:
+                value = 0x10000 + ((high - 0xD800) << 10) + (value - 0xDC00)
+                high = None
+            out += chr(value).encode(_UTF8)
+        elif other is not None:
+            code = _PG_ESCAPES.get(other)
+            if code is not None:
+                out.append(code)
+            else:
+                out += other.encode(_UTF8, "surrogatepass")
+        else:
+            out.append(0x27)  # '' is one quote
+    if high is not None:
+        raise SyntaxError("invalid Unicode surrogate pair")
+    out += body[pos:].encode(_UTF8, "surrogatepass")
+    nul = out.find(0)
+    try:
+        text = out.decode(_UTF8)
+    except UnicodeDecodeError as exc:
+        at = exc.start if nul < 0 else min(nul, exc.start)
+        raise _invalid_bytes(bytes(out), at) from None
+    if nul >= 0:
+        raise _invalid_bytes(bytes(out), nul)
+    return text
 
 
 def decode_estring(token: str) -> str:
-    """PostgreSQL ``E'…'`` (§8 rule 4)."""
-    body = token[2:-1]
-    if "\\" not in body and "''" not in body:
-        return body
-    return _PG_ESCAPE_RE.sub(_pg_escape, body)
+    """PostgreSQL ``E'…'`` (§8 rule 4), the token text with its quotes."""
+    return decode_pg_escapes(token[2:-1])
 
 
 def decode_dq(token: str) -> str:

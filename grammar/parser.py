@@ -1,27 +1,23 @@
-"""``parse(sql) -> Command``: one QUEUE / CACHE / SYS statement (``cubestore-dialect.md``
-§3-§5, with cubequeue's §8 rules and issue 9's PURGE and SYS CLOCK).
+"""``parse(sql) -> Command``: one QUEUE / CACHE / SYS statement (``docs/dialect.md``
+§3-§5, with cubequeue's §8 rules).
 
-Speed is a stated requirement (issue 3): Lark's LALR parser runs the
-:class:`~cubequeue.grammar.transform.CommandBuilder` callbacks during the parse, so no
-tree is built, and :func:`parse_cached` keeps an LRU of statement text → command (commands
-are immutable, so sharing them is safe). The lexer is :class:`StatementLexer`, a
-contextual lexer with one regex per parser state (``lexer.py``), and :func:`parse` runs
-Lark's LALR tables and callbacks over its matches in one loop (``driver.py``) instead of
-``Lark.parse``, which gives the same result with more overhead per token.
+Lark's LALR parser, through its public API: ``Lark(parser="lalr", lexer=DialectLexer,
+transformer=CommandBuilder())``. The builder's callbacks run during the parse, so no tree
+is built. Lark's exceptions become one 42601 error here (``diagnostics.py``) and never
+leave the package. Repeated statements go through the shape-keyed cache of
+``shapes.py``.
 
-Start-up (issue 9, "Fast start": accept connections within 1 s): building the LALR tables
-from ``queue.lark`` takes 100-250 ms, so the built parser is cached in a file named after
-a hash of everything that shapes it (:func:`_cache_files`, :func:`build_lark`); a
-missing, unreadable or unwritable cache only means building again.
+Start-up: building the LALR tables from ``queue.lark`` takes 100-250 ms, so the built
+parser is cached with Lark's own ``cache=`` option, in a file named after a hash of
+everything that shapes it (:func:`_cache_files`). Lark checks the file's hash line and
+rebuilds when it does not match or cannot be read (a half-written file fails its pickle
+and is rebuilt too), so a missing, unreadable or stale cache only means building again.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,14 +26,14 @@ import lark
 from lark import Lark
 from lark.exceptions import UnexpectedInput
 
-from cubequeue.grammar.commands import Command
+from cubequeue.grammar.commands import Command, Param
 from cubequeue.grammar.diagnostics import from_lark
-from cubequeue.grammar.driver import Driver
-from cubequeue.grammar.lexer import StatementLexer
-from cubequeue.grammar.lexical import ID_CHAR
+from cubequeue.grammar.errors import SyntaxError
+from cubequeue.grammar.lexer import DialectLexer, ShapeText
+from cubequeue.grammar.tokens import first_word
 from cubequeue.grammar.transform import CommandBuilder
 
-__all__ = ["CACHED_TEXT_LIMIT", "build_lark", "is_dialect", "parse", "parse_cached"]
+__all__ = ["build_lark", "is_dialect", "parse", "parse_template"]
 
 _GRAMMAR = Path(__file__).with_name("queue.lark")
 
@@ -45,7 +41,7 @@ _GRAMMAR = Path(__file__).with_name("queue.lark")
 #: cache callbacks, it binds them anew on every load).
 _OPTIONS: dict[str, Any] = {
     "parser": "lalr",
-    "lexer": StatementLexer,
+    "lexer": DialectLexer,
     "maybe_placeholders": False,
     "propagate_positions": False,
 }
@@ -55,11 +51,11 @@ def _cache_files(grammar: str) -> list[Path]:
     """Where a built parser may be cached, best first.
 
     The name hashes the grammar, the options, the Lark and Python versions and the lexer
-    class (Lark pickles the class by name), so a stale file is never even opened. First
-    choice is the package's ``__pycache__`` (like ``.pyc`` files: an image build can
-    pre-create it), then the user's cache directory.
+    class, so a stale file is never even opened. First choice is the package's
+    ``__pycache__`` (like ``.pyc`` files: an image build can pre-create it), then the
+    user's cache directory.
     """
-    lexer = f"{StatementLexer.__module__}.{StatementLexer.__qualname__}"
+    lexer = f"{DialectLexer.__module__}.{DialectLexer.__qualname__}"
     shaped = repr(sorted((k, str(v)) for k, v in _OPTIONS.items()))
     key = f"{grammar}\0{shaped}\0{lexer}\0{lark.__version__}\0{sys.version_info[:2]}"
     name = f"queue.lark.{hashlib.sha256(key.encode()).hexdigest()[:24]}.cache"
@@ -69,81 +65,64 @@ def _cache_files(grammar: str) -> list[Path]:
     return [_GRAMMAR.parent / "__pycache__" / name, Path(user_cache) / "cubequeue" / name]
 
 
+def _usable(path: Path) -> bool:
+    """An existing cache file, or one this process may create."""
+    if path.is_file():
+        return os.access(path, os.R_OK | os.W_OK)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(path.parent, os.W_OK)
+
+
 def build_lark(transformer: CommandBuilder, cache_dirs: list[Path] | None = None) -> Lark:
-    """The LALR parser of ``queue.lark``, loaded from the first usable cache file.
+    """The LALR parser of ``queue.lark``, cached in the first usable cache file.
 
     ``cache_dirs`` replaces the default cache directories (tests; ``[]`` disables the
-    cache). The file holds ``Lark.save()``'s output and is read back the way Lark's own
-    ``cache=`` option reads it (``Lark._load`` with the transformer), but written under a
-    temporary name and renamed into place: Lark's option writes the final file in place
-    and hashes its own path into the contents, so servers starting side by side could
-    read a half-written file, and a file written under a temporary name never matched.
-    Any failure to read (absent, unreadable, corrupt) means building it again.
+    cache).
     """
     grammar = _GRAMMAR.read_text(encoding="utf-8")
     files = _cache_files(grammar)
     if cache_dirs is not None:
         files = [directory / files[0].name for directory in cache_dirs]
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                return Lark.__new__(Lark)._load(f, transformer=transformer)
-        except Exception:  # any unusable cache file: try the next one, then build
-            continue
-    built = Lark(grammar, transformer=transformer, **_OPTIONS)
-    for path in files:
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                built.save(f)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-            continue
-        break
-    return built
+    cache: str | bool = next((str(path) for path in files if _usable(path)), False)
+    return Lark(grammar, transformer=transformer, cache=cache, **_OPTIONS)
 
 
 _lark = build_lark(CommandBuilder())
-_run = Driver(_lark).parse
+_run = _lark.parse
+
+
+def _check_numbering(command: Command) -> None:
+    """``$1…$n`` may not leave a gap (§8 rule 5; PostgreSQL says the same)."""
+    indexes = {
+        value.index
+        for value in (getattr(command, f) for f in command.__dataclass_fields__)
+        if isinstance(value, Param)
+    }
+    if indexes and len(indexes) != max(indexes):
+        missing = next(i for i in range(1, len(indexes) + 2) if i not in indexes)
+        raise SyntaxError(f"could not determine data type of parameter ${missing}")
 
 
 def parse(sql: str) -> Command:
     """Parse one statement (one trailing ``;`` allowed); raises only ``QueueError``."""
     try:
-        command, placeholders = _run(sql)
+        command = _run(sql)
     except UnexpectedInput as exc:
         raise from_lark(sql, exc) from None
-    if placeholders is not None:
-        placeholders.finish()
     assert isinstance(command, Command)
+    _check_numbering(command)
     return command
 
 
-#: Statements longer than this bypass the LRU: a cache of 4096 megabyte payloads would
-#: pin gigabytes, and such statements are practically never repeated.
-CACHED_TEXT_LIMIT = 16 * 1024
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_lru(sql: str) -> Command:
-    return parse(sql)
-
-
-def parse_cached(sql: str) -> Command:
-    """:func:`parse` behind an LRU keyed by the statement text (errors are not cached)."""
-    if len(sql) > CACHED_TEXT_LIMIT:
-        return parse(sql)
-    return _parse_lru(sql)
-
-
-_DIALECT_HEAD = re.compile(
-    rf"(?:[ \t\r\n\f\v]|--[^\n]*|/\*[\s\S]*?\*/)*+(?i:queue|cache|sys)(?!{ID_CHAR})"
-)
+def parse_template(sql: str) -> Command:
+    """``sql`` parsed with its literals as holes (``templates.py``); raises as :func:`parse`
+    (the caller parses the text itself to word an error exactly)."""
+    return parse(ShapeText(sql))
 
 
 def is_dialect(sql: str) -> bool:
     """True when the first token is QUEUE, CACHE or SYS (§1.1), after whitespace/comments."""
-    return _DIALECT_HEAD.match(sql) is not None
+    return first_word(sql) in ("queue", "cache", "sys")

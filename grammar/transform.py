@@ -1,15 +1,20 @@
 """The inline Transformer: LALR reductions of ``queue.lark`` → command objects.
 
 Lark calls one method per reduced rule (the method is named after the rule) while it
-parses, so statements are built directly and no parse tree is kept (issue 3, "Speed").
+parses, so statements are built directly and no parse tree is kept.
 Methods receive the rule's children as a list; filtered keywords (``_ADD``) never appear.
 
 Option lists are left-recursive rules so that a repeated option is reported as soon as it
-is reduced, in the text order Cube Store reports it (§3.1, §8 rule 3).
+is reduced, in the text order Cube Store reports it (``docs/dialect.md`` §3.1, §8 rule 3).
 
 The builder keeps no state between callbacks, so the one instance Lark holds serves every
 parse, on any thread. A placeholder's per-statement state (``?`` numbering, ``$n``/``?``
 mixing, types per index) comes with its ``PARAM`` token (``placeholders.py``).
+
+A statement parsed as a template (``shapes.py``) has its literals lexed as
+:class:`~cubequeue.grammar.lexer.LiftedToken`: their values become
+:class:`~cubequeue.grammar.templates.Hole` s, filled from the literal text of each
+statement of that shape with the very decoders and range checks used here.
 """
 
 from __future__ import annotations
@@ -49,8 +54,10 @@ from cubequeue.grammar.commands import (
     SysClock,
 )
 from cubequeue.grammar.errors import SyntaxError
+from cubequeue.grammar.lexer import LiftedToken
 from cubequeue.grammar.lexical import TEXT_DECODERS, check_int_text
 from cubequeue.grammar.placeholders import ParamToken
+from cubequeue.grammar.templates import Hole
 
 __all__ = ["CommandBuilder", "RawInt"]
 
@@ -82,42 +89,53 @@ class CommandBuilder(Transformer[Token, Command]):
         super().__init__(visit_tokens=False)
 
     # ---- values ----------------------------------------------------------------------
-    def text(self, c: list[Token]) -> str | Param:
+    def ident(self, c: list[Token]) -> str | Param | Hole:
         tok = c[0]
         if tok.type == "PARAM":
             return _param(c, Slot.TEXT)
+        if tok.__class__ is LiftedToken:
+            return Hole(tok.index, tok.type)  # type: ignore[attr-defined]
         return TEXT_DECODERS[tok.type](tok)
 
-    def key(self, c: list[Token]) -> int | str | Param:
+    string = ident
+    add_ext_id = ident
+    result_ext_id = ident
+
+    def key(self, c: list[Token]) -> int | str | Param | Hole:
         tok = c[0]
         kind = tok.type
-        if kind == "NUMBER":
-            return check_int_text(tok, "id", _pos(tok))
         if kind == "MINUS":
-            return check_int_text("-" + c[1], "id", _pos(tok))
+            number = c[1]
+            if number.__class__ is LiftedToken:
+                return Hole(number.index, "NUMBER", "id", negative=True)  # type: ignore[attr-defined]
+            return check_int_text("-" + number, "id", _pos(tok))
         if kind == "PARAM":
             return _param(c, Slot.KEY)
+        if tok.__class__ is LiftedToken:
+            return Hole(tok.index, kind, "id" if kind == "NUMBER" else None)  # type: ignore[attr-defined]
+        if kind == "NUMBER":
+            return check_int_text(tok, "id", _pos(tok))
         return TEXT_DECODERS[kind](tok)
 
-    def result(self, c: list[Token]) -> str | Param | None:
+    def result(self, c: list[Token]) -> str | Param | Hole | None:
         if not c:
             return None  # the bare keyword NULL (§3.4)
-        tok = c[0]
-        if tok.type == "PARAM":
+        if c[0].type == "PARAM":
             return _param(c, Slot.RESULT)
-        return TEXT_DECODERS[tok.type](tok)
+        return self.ident(c)
 
-    def int(self, c: list[Token]) -> RawInt | Param:
+    def int(self, c: list[Token]) -> RawInt | Param | Hole:
         tok = c[0]
         kind = tok.type
-        if kind == "NUMBER":
-            return (str(tok), _pos(tok))
+        if kind == "PARAM":
+            return _param(c, Slot.INT8)
+        number = c[-1]
+        if number.__class__ is LiftedToken:
+            return Hole(number.index, "NUMBER", "", negative=kind == "MINUS")  # type: ignore[attr-defined]
         if kind == "MINUS":
-            return ("-" + c[1], _pos(tok))
-        return _param(c, Slot.INT8)
+            return ("-" + number, _pos(tok))
+        return (str(tok), _pos(tok))
 
-    add_ext_id = text
-    result_ext_id = text
     add_int = int
     retrieve_int = int
     set_int = int
@@ -132,8 +150,7 @@ class CommandBuilder(Transformer[Token, Command]):
         name, value, pos = c[1]
         if name in opts:
             raise SyntaxError(f"Duplicate option: {name}", position=pos)
-        opts[name] = value
-        return opts
+        return {**opts, name: value}  # a new dict: diagnostics replays reductions on copies
 
     add_opts = _merge
     retrieve_opts = _merge
@@ -298,7 +315,9 @@ def _param(c: list[Token], slot: Slot) -> Param:
     return tok.placeholders.param(tok, c[1] if len(c) > 1 else None, slot)
 
 
-def _int(raw: RawInt | Param, name: str) -> int | Param:
-    if isinstance(raw, Param):
-        return raw
-    return check_int_text(raw[0], name, raw[1])
+def _int(raw: RawInt | Param | Hole, name: str) -> int | Param | Hole:
+    if isinstance(raw, tuple):
+        return check_int_text(raw[0], name, raw[1])
+    if isinstance(raw, Hole):
+        return raw.named(name)
+    return raw

@@ -199,6 +199,8 @@ def test_placeholders(sql, expected):
 
 def test_commands_are_immutable_and_cached():
     a = parse_cached("QUEUE GET 1")
-    assert parse_cached("QUEUE GET 1") is a
+    assert parse_cached("QUEUE GET 1") == a == parse("QUEUE GET 1")
+    # a statement without literals is its template: the one command is shared
+    assert parse_cached("QUEUE TRUNCATE") is parse_cached("QUEUE  TRUNCATE")
     with pytest.raises(AttributeError):
         a.key = 2  # type: ignore[misc]

@@ -1,0 +1,175 @@
+"""The shape-keyed statement cache: one parse per statement *shape*, not per text.
+
+Cube's driver inlines literals into the statement text (always for its
+``CACHE SET NX 'lock' …``, and for ``QUEUE ADD … '<payload>'`` unless typed parameters
+are on), so a cache keyed by the full text both misses and grows with every payload.
+Here the key is the statement's token sequence with every literal (quoted strings and
+numbers) replaced by its kind; a hit fills the cached
+:class:`~cubequeue.grammar.templates.Template` with this statement's literal texts, through
+the same decoders and range checks a parse applies. Blanks and comments are not part of
+the shape; words are (a bare word may be a keyword or a value, which only the parser
+knows).
+
+Errors are never cached, and never worded here: whenever the template parse or filling
+it fails, the statement text is parsed as is, so an error (a range check, a duplicate
+option, a bad escape, its position) is exactly the uncached parse's.
+
+The cache is bounded in bytes (:data:`MAX_CACHE_BYTES` of keys and templates, least
+recently used dropped first); a template holds no literal text, so a statement's
+payload is never retained, and a shape whose key alone exceeds :data:`MAX_ENTRY_BYTES`
+(megabytes of bare words) is not cached at all.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from cubequeue.grammar.binding import param_slots
+from cubequeue.grammar.commands import Command, Param
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.lexer import dialect_tokens
+from cubequeue.grammar.parser import parse, parse_template
+from cubequeue.grammar.results import Column
+from cubequeue.grammar.templates import Template
+from cubequeue.grammar.tokens import LITERAL_KINDS
+
+__all__ = [
+    "MAX_CACHE_BYTES",
+    "MAX_ENTRY_BYTES",
+    "Prepared",
+    "StatementCache",
+    "parse_cached",
+    "prepare",
+    "shape_of",
+]
+
+#: default byte bound of one cache: keys and templates together
+MAX_CACHE_BYTES = 16 * 1024 * 1024
+#: a shape whose key is longer than this is parsed every time, never cached
+MAX_ENTRY_BYTES = 256 * 1024
+#: what a template and its bookkeeping cost besides the key (a generous estimate)
+_ENTRY_OVERHEAD = 2048
+#: marks a literal in a shape key (never in a word, which is all a key holds besides)
+_LITERAL = "\x01"
+
+
+def shape_of(sql: str) -> tuple[str, list[str]]:
+    """``sql``'s shape key and its literal token texts, in order."""
+    parts: list[str] = []
+    literals: list[str] = []
+    add_part = parts.append
+    add_literal = literals.append
+    for kind, start, end in dialect_tokens(sql):
+        if kind in LITERAL_KINDS:
+            add_part(_LITERAL + kind)
+            add_literal(sql[start:end])
+        else:
+            add_part(sql[start:end])
+    return "\x00".join(parts), literals
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A parsed statement: its command (with the statement's own placeholders), those
+    placeholders by index, and its result columns (for Describe)."""
+
+    sql: str
+    command: Command
+    params: tuple[Param, ...]
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    template: Template
+    params: tuple[Param, ...]
+    columns: tuple[Column, ...]
+    size: int
+
+
+class StatementCache:
+    """Shape key → template, LRU within ``max_bytes`` (see the module docstring)."""
+
+    def __init__(self, max_bytes: int = MAX_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @property
+    def bytes(self) -> int:
+        """The estimated size of what the cache holds."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def _entry(self, sql: str, key: str) -> _Entry | None:
+        entries = self._entries
+        with self._lock:
+            entry = entries.get(key)
+            if entry is not None:
+                entries.move_to_end(key)
+                return entry
+        try:
+            command = parse_template(sql)
+        except QueueError:
+            return None
+        template = Template(command)
+        size = sys.getsizeof(key) + _ENTRY_OVERHEAD
+        entry = _Entry(template, tuple(param_slots(command)), command.result_columns(), size)
+        if size > MAX_ENTRY_BYTES or size > self.max_bytes:
+            return entry
+        with self._lock:
+            if key not in entries:
+                entries[key] = entry
+                self._bytes += size
+                while self._bytes > self.max_bytes:
+                    _, dropped = entries.popitem(last=False)
+                    self._bytes -= dropped.size
+        return entry
+
+    def parse(self, sql: str) -> Command:
+        """:func:`~cubequeue.grammar.parse`, one template parse per shape."""
+        key, literals = shape_of(sql)
+        entry = self._entry(sql, key)
+        if entry is None:
+            return parse(sql)  # raises the statement's own error
+        try:
+            return entry.template.fill(literals)
+        except QueueError:
+            return parse(sql)  # raises it worded and placed as the uncached parse does
+
+    def prepare(self, sql: str) -> Prepared:
+        """``sql`` parsed (through the cache) with its placeholders and result columns."""
+        key, literals = shape_of(sql)
+        entry = self._entry(sql, key)
+        if entry is None:
+            command = parse(sql)  # raises the statement's own error
+            return Prepared(sql, command, tuple(param_slots(command)), command.result_columns())
+        try:
+            command = entry.template.fill(literals)
+        except QueueError:
+            command = parse(sql)
+        return Prepared(sql, command, entry.params, entry.columns)
+
+
+_DEFAULT = StatementCache()
+
+
+def parse_cached(sql: str) -> Command:
+    """:meth:`StatementCache.parse` on the process-wide cache."""
+    return _DEFAULT.parse(sql)
+
+
+def prepare(sql: str) -> Prepared:
+    """:meth:`StatementCache.prepare` on the process-wide cache."""
+    return _DEFAULT.prepare(sql)

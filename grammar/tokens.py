@@ -1,0 +1,226 @@
+"""The one tokenizer: where each token of a statement starts and ends, and what kind it is.
+
+Every reader of statement text uses it: the grammar's Lark lexer (``lexer.py``), the
+statement splitter (``split.py``), error wording (``diagnostics.py``), the shape-keyed
+statement cache (``shapes.py``) and the plain-SQL lexer of the PostgreSQL wire. The
+lexical rules are PostgreSQL's with the server's ``standard_conforming_strings = off``
+(``docs/dialect.md`` §1.2 and §8 rule 4):
+
+* whitespace and comments separate tokens and are never tokens: ``--`` runs to the end of
+  the line, ``/* */`` comments **nest** as PostgreSQL nests them;
+* ``'…'`` and ``E'…'``: a backslash escapes the next character, ``''`` is one quote;
+* ``"…"`` (and, in the dialect, `` `…` ``): a doubled quote is one quote, no escapes;
+* ``$$…$$`` / ``$tag$…$tag$``: verbatim up to the same tag;
+* ``$n`` and ``?`` placeholders, ``::`` casts, numbers, words (an ASCII letter, ``_`` or
+  any non-ASCII character, then those, digits and ``$``); any other character is an
+  operator token of its own.
+
+What a token *means* (a ``"…"`` is a value in the dialect and an identifier in SQL; a word
+is a keyword only where the grammar takes one) is for the parser to decide, not for this
+module. Token bodies are found with ``str.find``, so a 64 MB literal costs tens of
+milliseconds, and nothing here backtracks.
+
+A literal whose closing quote is missing is one :data:`UNTERMINATED` token running to the
+end of the text, and so is a ``/*`` comment that never closes (:data:`OPEN_COMMENT`):
+callers word the error, or (the splitter) let the statement run to the end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Final
+
+__all__ = [
+    "BT",
+    "CAST",
+    "DOLLAR",
+    "DQ",
+    "ESTRING",
+    "ID_CHAR",
+    "ID_START",
+    "LITERAL_KINDS",
+    "NUMBER",
+    "OPEN_COMMENT",
+    "OP",
+    "PARAM",
+    "STRING",
+    "TAG_CHAR",
+    "UNTERMINATED",
+    "WORD",
+    "RawToken",
+    "first_word",
+    "next_token",
+    "skip_blank",
+    "strip_leading_comments",
+    "tokenize",
+]
+
+# Identifier characters as regex classes. Negated ASCII classes compile in well under a
+# millisecond, where the equivalent [A-Za-z_\u0080-\U0010FFFF] takes Python's re 10-30 ms
+# each; tests/grammar/test_grammar_tokens.py checks every code point.
+#: a word's first character: an ASCII letter, ``_``, or any non-ASCII character
+ID_START: Final = r"[^\x00-\x40\x5b-\x5e\x60\x7b-\x7f]"
+#: a word's later characters: ID_START, digits and ``$``
+ID_CHAR: Final = r"[^\x00-\x23\x25-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
+#: a dollar-quote tag's later characters: ID_START and digits (no ``$``)
+TAG_CHAR: Final = r"[^\x00-\x2f\x3a-\x40\x5b-\x5e\x60\x7b-\x7f]"
+
+# Token kinds. They are the grammar's terminal names, so the Lark lexer passes them on.
+STRING: Final = "STRING"  # '…'
+ESTRING: Final = "ESTRING"  # E'…'
+DQ: Final = "DQ"  # "…"
+BT: Final = "BT"  # `…`
+DOLLAR: Final = "DOLLAR"  # $tag$…$tag$
+NUMBER: Final = "NUMBER"
+WORD: Final = "WORD"
+PARAM: Final = "PARAM"  # $n or ?
+CAST: Final = "CAST"  # ::
+OP: Final = "OP"  # any other single character
+UNTERMINATED: Final = "UNTERMINATED"  # a quote or dollar tag that never closes
+OPEN_COMMENT: Final = "OPEN_COMMENT"  # a /* that never closes
+#: kinds whose text is a value the statement carries (quoted literals and numbers)
+LITERAL_KINDS: Final = frozenset((STRING, ESTRING, DQ, BT, DOLLAR, NUMBER))
+
+#: (kind, start, end): the token is ``sql[start:end]``
+RawToken = tuple[str, int, int]
+
+_BLANK_CHARS = " \t\r\n\f\v"
+_WS = re.compile(r"[ \t\r\n\f\v]+")
+_COMMENT_EDGE = re.compile(r"/\*|\*/")
+# The opening of every token, in the order PostgreSQL's scanner prefers them.
+_OPENING = re.compile(
+    r"(?P<ESTRING>[Ee]')"
+    r"|(?P<STRING>')"
+    r'|(?P<DQ>")'
+    r"|(?P<BT>`)"
+    rf"|(?P<DOLLAR>\$(?:{ID_START}{TAG_CHAR}*)?\$)"
+    r"|(?P<PARAM>\$[0-9]+|\?)"
+    r"|(?P<CAST>::)"
+    r"|(?P<NUMBER>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+    rf"|(?P<WORD>{ID_START}{ID_CHAR}*)"
+    r"|(?P<OP>[\s\S])"
+)
+_WORD_RE = re.compile(rf"{ID_START}{ID_CHAR}*")
+
+
+def _comment_end(sql: str, pos: int) -> int:
+    """``pos`` is at ``/*``: the index after its matching ``*/``, or -1 if none (nesting)."""
+    depth = 0
+    while True:
+        m = _COMMENT_EDGE.search(sql, pos)
+        if m is None:
+            return -1
+        pos = m.end()
+        if m.group() == "/*":
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return pos
+
+
+def skip_blank(sql: str, pos: int = 0) -> int:
+    """The index of the first non-blank character at or after ``pos``.
+
+    Blank is whitespace and complete comments; an unterminated ``/*`` is not skipped
+    (:func:`next_token` reports it as :data:`OPEN_COMMENT`).
+    """
+    n = len(sql)
+    while pos < n:
+        c = sql[pos]
+        if c in _BLANK_CHARS:
+            pos = _WS.match(sql, pos).end()  # type: ignore[union-attr]  # c is blank
+        elif c == "-" and sql.startswith("--", pos):
+            nl = sql.find("\n", pos)
+            pos = n if nl < 0 else nl + 1
+        elif c == "/" and sql.startswith("/*", pos):
+            end = _comment_end(sql, pos)
+            if end < 0:
+                return pos
+            pos = end
+        else:
+            break
+    return pos
+
+
+def _quoted_end(sql: str, pos: int, quote: str, backslashes: bool) -> int:
+    """``pos`` is just after an opening ``quote``: the index after the closing one, or -1.
+
+    Linear: the next quote is searched again only once an escape has passed it.
+    """
+    find = sql.find
+    j = find(quote, pos)
+    while j >= 0:
+        if backslashes:
+            k = find("\\", pos, j)
+            if k >= 0:  # an escaped character: go on after it
+                pos = k + 2
+                if pos > j:
+                    j = find(quote, pos)
+                continue
+        if sql.startswith(quote, j + 1):  # a doubled quote stands for one
+            pos = j + 2
+            j = find(quote, pos)
+            continue
+        return j + 1
+    return -1
+
+
+def next_token(sql: str, pos: int, *, backticks: bool = True) -> RawToken | None:
+    """The token at ``pos`` or after the blanks there; ``None`` at the end of the text.
+
+    ``backticks=False`` reads `` ` `` as an operator, as PostgreSQL does.
+    """
+    pos = skip_blank(sql, pos)
+    if pos >= len(sql):
+        return None
+    if sql.startswith("/*", pos):
+        return (OPEN_COMMENT, pos, len(sql))
+    m = _OPENING.match(sql, pos)
+    assert m is not None  # the last alternative takes any character
+    kind: str = m.lastgroup  # type: ignore[assignment]  # one group always matches
+    end = m.end()
+    if kind == STRING or kind == ESTRING:
+        end = _quoted_end(sql, end, "'", True)
+    elif kind == DQ:
+        end = _quoted_end(sql, end, '"', False)
+    elif kind == BT:
+        if not backticks:
+            return (OP, pos, pos + 1)
+        end = _quoted_end(sql, end, "`", False)
+    elif kind == DOLLAR:
+        close = sql.find(m.group(), end)
+        end = -1 if close < 0 else close + len(m.group())
+    if end < 0:
+        return (UNTERMINATED, pos, len(sql))
+    return (kind, pos, end)
+
+
+def tokenize(sql: str, *, backticks: bool = True) -> Iterator[RawToken]:
+    """Every token of ``sql`` in order (see the module docstring)."""
+    pos = 0
+    while True:
+        tok = next_token(sql, pos, backticks=backticks)
+        if tok is None:
+            return
+        yield tok
+        pos = tok[2]
+
+
+def strip_leading_comments(sql: str) -> str:
+    """``sql`` without its leading whitespace and comments (nested ``/* */`` included)."""
+    return sql[skip_blank(sql):]
+
+
+def first_word(sql: str) -> str:
+    """The first token if it is a word, lower-cased (ASCII); ``""`` otherwise.
+
+    For routing and logging: ``first_word("/* x */ queue add …") == "queue"``.
+    """
+    pos = skip_blank(sql)
+    m = _WORD_RE.match(sql, pos)
+    if m is None:
+        return ""
+    word = m.group()
+    return word.lower() if word.isascii() else word
