@@ -50,6 +50,7 @@ from cubequeue.storage.cachestore_info import InfoRow, table_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
+from cubequeue.storage.record_kinds import CACHE_DEL, CACHE_PUT, TRUNCATE
 from cubequeue.storage.sizes import format_size, utf8_len
 from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
@@ -110,6 +111,7 @@ class CacheStore:
         "_limits",
         "_next_id",
         "_ttl_rows",
+        "journal",
     )
 
     def __init__(self, clock: Clock, limits: Limits) -> None:
@@ -127,6 +129,8 @@ class CacheStore:
         self._evicted_keys = 0
         self._evicted_bytes = 0
         self._expired_keys = 0
+        #: durable mode: each change appends its state record (None: in memory only)
+        self.journal: list[tuple[object, ...]] | None = None
 
     # ----------------------------------------------------------------- properties
 
@@ -231,6 +235,8 @@ class CacheStore:
     def cache_truncate(self, cmd: CacheTruncate) -> ResultSet:
         """§4.5: every entry goes; the row-id sequence continues (§2.5)."""
         del cmd  # nothing to read: the statement has no arguments
+        if self.journal is not None:
+            self.journal.append((TRUNCATE, "cache"))
         self._entries.clear()
         self._by_prefix.clear()
         self._expiry.clear()
@@ -349,6 +355,24 @@ class CacheStore:
         self._bytes += size
         if expire is not None:
             self._schedule(entry, expire)
+        if self.journal is not None:
+            self.journal.append((CACHE_PUT, entry.id, path, value, expire))
+
+    def restore(self, row_id: int, path: str, value: str, expire: int | None) -> None:
+        """Recovery: put back an entry with its row id (LRU order = restore order)."""
+        prefix, key = _split(path)
+        entry = _Entry(row_id, path, prefix, key, value, expire, utf8_len(path) + utf8_len(value))
+        self._entries[path] = entry
+        self._by_prefix.setdefault(prefix or "", {})[path] = entry
+        self._bytes += entry.size
+        if expire is not None:
+            self._schedule(entry, expire)
+        self._next_id = max(self._next_id, row_id + 1)
+
+    def sort_prefix_index(self) -> None:
+        """Recovery: KEYS lists rows in row-id order; entries came back in LRU order."""
+        for index, group in self._by_prefix.items():
+            self._by_prefix[index] = dict(sorted(group.items(), key=lambda kv: kv[1].id))
 
     def _update(self, entry: _Entry, value: str, expire: int | None, size: int) -> None:
         """Replace value and expiry in place: the row id and KEYS position stay."""
@@ -363,6 +387,8 @@ class CacheStore:
             if expire is not None:
                 self._schedule(entry, expire)
         self._entries.move_to_end(entry.path)
+        if self.journal is not None:
+            self.journal.append((CACHE_PUT, entry.id, entry.path, value, expire))
 
     def _schedule(self, entry: _Entry, expire: int) -> None:
         self._ttl_rows[entry.id] = entry
@@ -382,6 +408,8 @@ class CacheStore:
         """Remove an entry from everything but the prefix index (PURGE drops that whole)."""
         del self._entries[entry.path]
         self._bytes -= entry.size
+        if self.journal is not None and not in_sweep:
+            self.journal.append((CACHE_DEL, entry.path))
         if entry.expire is not None:
             del self._ttl_rows[entry.id]
             if not in_sweep:

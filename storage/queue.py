@@ -25,7 +25,23 @@ from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Departure, DepartureLog, Reason
+from cubequeue.storage.record_kinds import (
+    ITEM_DEL,
+    ITEM_PUT,
+    ITEM_SET,
+    RESULT_DEL,
+    RESULT_FLAG,
+    RESULT_PUT,
+    TRUNCATE,
+)
 from cubequeue.storage.waiters import Waiters
+
+
+def item_record(item: Item) -> tuple[object, ...]:
+    """An item as its ITEM_PUT state record (what it now is, whole)."""
+    return (ITEM_PUT, item.id, item.path, item.payload, item.priority, item.created,
+            item.orphaned, item.expire, item.process_id, item.exclusive, item.external_id,
+            item.extra, item.heartbeat, item.activated)
 
 __all__ = ["QueueState"]
 
@@ -42,6 +58,7 @@ class QueueState:
         "_next_sweep",
         "_on_departure",
         "_result_expiry",
+        "journal",
         "log",
         "post_commit",
         "prefixes",
@@ -72,6 +89,9 @@ class QueueState:
         self._on_departure = on_departure
         #: post-commit effects of the current step, run by the store
         self.post_commit: list[Callable[[], None]] = []
+        #: durable mode: each change appends its state record here (None: in memory only;
+        #: expiry is never journaled, it follows from the absolute timestamps)
+        self.journal: list[tuple[object, ...]] | None = None
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -145,13 +165,47 @@ class QueueState:
         self._item_expiry.push(expire, item.id)
         if expire < self._next_sweep:
             self._next_sweep = expire
+        if self.journal is not None:
+            self.journal.append(item_record(item))
         return item, state
+
+    def note_item(self, item: Item) -> None:
+        """Journal an item's mutable fields after a claim, heartbeat or MERGE_EXTRA."""
+        if self.journal is not None:
+            self.journal.append((ITEM_SET, item.id, item.activated, item.heartbeat, item.extra))
+
+    def note_result_consumed(self, result: Result) -> None:
+        if self.journal is not None:
+            self.journal.append((RESULT_FLAG, result.id))
+
+    def restore_item(self, item: Item) -> None:
+        """Recovery: put back an item exactly as it was (claim and heartbeat included)."""
+        activated, heartbeat = item.activated, item.heartbeat
+        item.activated = None
+        state = self.prefixes.ensure(item.prefix)
+        item.prefix = state.prefix
+        self._by_id[item.id] = item
+        self._by_path[item.path] = item
+        state.add_pending(item)
+        if activated is not None:
+            state.activate(item, activated)
+        if heartbeat is not None:
+            state.beat(item, heartbeat)
+        self._item_expiry.push(item.expire, item.id)
+        self._next_sweep = min(self._next_sweep, item.expire)
+        self._next_id = max(self._next_id, item.id + 1)
+
+    def reserve_ids(self, next_id: int) -> None:
+        """Recovery: hand out ids from ``next_id`` on (past every id possibly seen)."""
+        self._next_id = max(self._next_id, next_id)
 
     def depart(self, item: Item, reason: Reason, now: int, *, in_sweep: bool = False) -> None:
         """Remove ``item`` from every index and log its departure; ``in_sweep``: the sweep
         popped its expiry entry already (otherwise that entry is now dead)."""
         del self._by_id[item.id]
         del self._by_path[item.path]
+        if self.journal is not None and not in_sweep:
+            self.journal.append((ITEM_DEL, item.id))
         state = self.prefixes.get(item.prefix)
         if state is not None:
             state.remove(item)
@@ -166,6 +220,9 @@ class QueueState:
 
     def add_result(self, result: Result) -> None:
         self.results.add(result)
+        if self.journal is not None:
+            self.journal.append((RESULT_PUT, result.id, result.path, result.value,
+                                 result.expire, result.external_id, result.deleted))
         self.prefixes.ensure(result.prefix).results += 1
         # due one ms after expire: results are readable while expire >= now (§2.7)
         due = result.expire + 1
@@ -175,6 +232,8 @@ class QueueState:
 
     def remove_result(self, result: Result, *, in_sweep: bool = False) -> None:
         self.results.remove(result)
+        if self.journal is not None and not in_sweep:
+            self.journal.append((RESULT_DEL, result.id))
         state = self.prefixes.get(result.prefix)
         if state is not None:
             state.results -= 1
@@ -218,6 +277,8 @@ class QueueState:
             hook = self._on_departure
             if hook is not None:
                 self.post_commit.append(partial(hook, departure))
+        if self.journal is not None:
+            self.journal.append((TRUNCATE, "queue"))
         self._by_id.clear()
         self._by_path.clear()
         self.results.clear()

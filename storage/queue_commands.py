@@ -156,6 +156,7 @@ class QueueCommands:
             row: Row = (str(item.id), added, state.pending_count, state.active_text(), None, None)
             return ResultSet(cmd.RESULT_COLUMNS, [row])
         active = state.activate(item, now)
+        self._q.note_item(item)
         row = (str(item.id), added, state.pending_count, active, item.payload, item.extra)
         return ResultSet(cmd.RESULT_COLUMNS, [row])
 
@@ -183,6 +184,7 @@ class QueueCommands:
             active = None if state is None else state.active_text()
             return ResultSet(cmd.RESULT_COLUMNS, [(None, None, pending, active, None)])
         active = state.activate(claimed, now)
+        self._q.note_item(claimed)
         row = (claimed.payload, claimed.extra, pending - 1, active, str(claimed.id))
         return ResultSet(cmd.RESULT_COLUMNS, [row])
 
@@ -216,6 +218,7 @@ class QueueCommands:
                 q.remove_result(result)  # delivered to a path waiter: consumed (v1)
             elif by_id:
                 result.deleted = True  # delivered to an id waiter: flagged (v2)
+                q.note_result_consumed(result)
         q.depart(item, "acked", now)
         if by_id or by_path:
             delivered = ResultSet(_RESULT_COLUMNS, [(value, "success", str(item.id), None)])
@@ -254,6 +257,7 @@ class QueueCommands:
         if item is not None:
             state = self._q.prefixes.ensure(item.prefix)
             state.beat(item, now)
+            self._q.note_item(item)
         return EMPTY
 
     def queue_merge_extra(
@@ -264,6 +268,7 @@ class QueueCommands:
         json_text = bound_fields.text(cmd.json)
         if item is not None:
             item.extra = merge_extra(item.extra, json_text)
+            self._q.note_item(item)
         return EMPTY
 
     def listed(self, prefix: str, status: str | None, process_id: str | None) -> Iterator[Item]:
@@ -344,6 +349,7 @@ class QueueCommands:
         if result is None or result.deleted:
             return None
         result.deleted = True
+        self._q.note_result_consumed(result)
         return result
 
     def queue_result(self, cmd: QueueResult, process_id: str | None, now: int) -> ResultSet:

@@ -16,7 +16,7 @@ timeout and withdraws the :class:`~cubequeue.storage.waiters.Waiter`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from cubequeue.grammar.commands import (
@@ -53,18 +53,21 @@ from cubequeue.grammar.errors import (
 )
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
+from cubequeue.storage.ack_results import Result
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.clock import AdjustableClock, Clock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.queue import QueueState
+from cubequeue.storage.queue import QueueState, item_record
 from cubequeue.storage.queue_commands import QueueCommands
+from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_tables import (
     queue_prefixes_table,
     queue_results_table,
     queue_table,
 )
+from cubequeue.storage.record_kinds import CACHE_PUT, RESULT_PUT
 from cubequeue.storage.state_capture import StateRecord, capture
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.waiters import Callback, Waiter
@@ -219,6 +222,93 @@ class Store:
         elif cmd.action == "resume":
             clock.resume()
         return ResultSet(cmd.RESULT_COLUMNS, [(clock(), clock.offset_ms, clock.frozen)])
+
+    # -- durable mode -------------------------------------------------------------------
+
+    def attach_journal(self, journal: list[tuple[object, ...]]) -> None:
+        """Every later change appends its state record to ``journal`` (durable mode)."""
+        self._queue.journal = journal
+        self._cache.journal = journal
+
+    def restore(
+        self,
+        items: Iterable[Sequence[object]],
+        results: Iterable[Sequence[object]],
+        cache: Iterable[Sequence[object]],
+        next_id: int,
+    ) -> None:
+        """Recovery: rebuild every index from rows in the state records' field order
+        (ITEM_PUT, RESULT_PUT, CACHE_PUT fields after the kind; validated on load)."""
+        queue = self._queue
+        for row in items:
+            (id_, path, payload, priority, created, orphaned, expire, process_id, exclusive,
+             external_id, extra, heartbeat, activated) = row
+            item = Item(
+                id=id_, path=path, prefix=path_prefix(path), payload=payload,  # type: ignore[arg-type]  # validated record fields
+                priority=priority, created=created, orphaned=orphaned, expire=expire,  # type: ignore[arg-type]  # validated record fields
+                process_id=process_id, exclusive=exclusive, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
+            )
+            item.extra, item.heartbeat, item.activated = extra, heartbeat, activated  # type: ignore[assignment]  # validated record fields
+            queue.restore_item(item)
+        for row in results:
+            id_, path, value, expire, external_id, deleted = row
+            result = Result(
+                id=id_, path=path, prefix=path_prefix(path), value=value,  # type: ignore[arg-type]  # validated record fields
+                expire=expire, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
+            )
+            result.deleted = bool(deleted)
+            queue.add_result(result)
+        for row_id, path, value, expire in cache:
+            self._cache.restore(row_id, path, value, expire)  # type: ignore[arg-type]  # validated record fields
+        self._cache.sort_prefix_index()
+        queue.reserve_ids(next_id)
+
+    def snapshot_slices(self, size: int) -> Iterator[list[tuple[object, ...]]]:
+        """The state as state records, ``size`` per slice, each built when asked for from
+        the keys held at the call: a fuzzy snapshot (rows that left meanwhile are skipped,
+        changed ones show their newer state, and the log from this moment replays over it)."""
+        queue, cache = self._queue, self._cache
+        item_ids, result_ids, paths = queue.item_ids(), queue.results.ids(), cache.lru_paths()
+        next_cache_id = cache.next_id
+        out: list[tuple[object, ...]] = []
+        for id_ in item_ids:
+            item = queue.by_id(id_)
+            if item is not None:
+                out.append(item_record(item))
+                if len(out) >= size:
+                    yield out
+                    out = []
+        for id_ in result_ids:
+            res = queue.results.by_id(id_)
+            if res is not None:
+                out.append((RESULT_PUT, res.id, res.path, res.value, res.expire,
+                            res.external_id, res.deleted))
+                if len(out) >= size:
+                    yield out
+                    out = []
+        for path in paths:
+            row = cache.row(path)
+            if row is not None and row[0] < next_cache_id:
+                out.append((CACHE_PUT, row[0], path, row[1], row[2]))
+                if len(out) >= size:
+                    yield out
+                    out = []
+        if out:
+            yield out
+
+    @property
+    def next_item_id(self) -> int:
+        """The id the next ADD takes (durable mode reserves ids ahead of it)."""
+        return self._queue.peek_next_id()
+
+    def wipe(self) -> None:
+        """SYS CACHESTORE WIPE: every item, result and cache entry goes (ids continue)."""
+        now = self._begin()
+        try:
+            self._queue.truncate(now)
+            self._cache.cache_truncate(CacheTruncate())
+        finally:
+            self._commit()
 
     # -- views --------------------------------------------------------------------------
 

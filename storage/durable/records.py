@@ -17,6 +17,20 @@ from __future__ import annotations
 from typing import Final
 
 from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
+from cubequeue.storage.record_kinds import (
+    CACHE_DEL,
+    CACHE_PUT,
+    CLOCK,
+    ID_RESERVE,
+    ITEM_DEL,
+    ITEM_PUT,
+    ITEM_SET,
+    RESULT_DEL,
+    RESULT_FLAG,
+    RESULT_PUT,
+    TRAILER,
+    TRUNCATE,
+)
 from cubequeue.storage.sizes import utf8_len
 
 __all__ = [
@@ -38,32 +52,21 @@ __all__ = [
     "validate",
 ]
 
+# Field layouts (the kinds live in cubequeue.storage.record_kinds):
 #: (ITEM_PUT, id, path, payload, priority, created, orphaned, expire, process_id,
 #:  exclusive, external_id, extra, heartbeat, activated): a queue item, whole
-ITEM_PUT: Final = 1
 #: (ITEM_SET, id, activated, heartbeat, extra): an item's mutable fields (RETRIEVE,
 #: HEARTBEAT, MERGE_EXTRA); ignored when the item is absent
-ITEM_SET: Final = 2
 #: (ITEM_DEL, id): the item left (ACK, CANCEL, PURGE)
-ITEM_DEL: Final = 3
 #: (RESULT_PUT, id, path, value, expire, external_id, deleted): an acknowledged result
-RESULT_PUT: Final = 4
 #: (RESULT_FLAG, id): RESULT by path consumed it (Cube Store's "ready to delete")
-RESULT_FLAG: Final = 5
 #: (RESULT_DEL, id): the result left (replaced by a newer one, delivered to a waiter)
-RESULT_DEL: Final = 6
 #: (CACHE_PUT, row id, path, value, expire): a cache entry (SET, INCR's resulting value)
-CACHE_PUT: Final = 7
 #: (CACHE_DEL, path)
-CACHE_DEL: Final = 8
 #: (TRUNCATE, table): "queue" (items and results) or "cache"
-TRUNCATE: Final = 9
 #: (ID_RESERVE, high): queue ids below ``high`` may have been handed out
-ID_RESERVE: Final = 10
 #: (CLOCK, now, offset): the store's clock when a frame began, and the test-clock offset
-CLOCK: Final = 11
 #: (TRAILER, last lsn, objects, next id, next cache id, max timestamp): a snapshot's end
-TRAILER: Final = 12
 
 KIND_NAMES: Final = {
     ITEM_PUT: "item_put", ITEM_SET: "item_set", ITEM_DEL: "item_del",
