@@ -8,6 +8,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 NODE_DIR := tests/node
 PG_NODE_DIR := tests/server/clients/node
+CUBE_API_DIR := tests/node/cube-api
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -39,6 +40,7 @@ system-deps:
 	command -v npm >/dev/null || need="$$need npm"; \
 	command -v openssl >/dev/null || need="$$need openssl"; \
 	[ -x /usr/bin/chromium ] || need="$$need chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
@@ -71,7 +73,11 @@ test: install system-deps node-deps lint typecheck hadolint pytest node-test doc
 
 # npm test packages: Cube's own driver and orchestrator (their postinstall fetches native
 # binaries from GitHub, hence --ignore-scripts) and node-postgres.
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json $(CUBE_API_DIR)/node_modules/.package-lock.json
+
+# A real Cube API (0.35 line) for tests/node/cube-api; the native binary is not fetched.
+$(CUBE_API_DIR)/node_modules/.package-lock.json: $(CUBE_API_DIR)/package-lock.json
+	npm ci --prefix $(CUBE_API_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json
 	npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
@@ -81,7 +87,7 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 
 # Cube's real QueryQueue and cache driver against the server (node's test runner).
 node-test: install system-deps node-deps
-	node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs
+	node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs
 
 hadolint: install
 	$(VENV)/bin/hadolint Dockerfile
@@ -100,4 +106,4 @@ bench-quick: install bench-deps
 	$(PY) -m bench.run --quick
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules
+	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules $(CUBE_API_DIR)/node_modules
