@@ -33,7 +33,6 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, Un
 
 from cubequeue.grammar import tokens as t
 from cubequeue.grammar.errors import QueueError, SyntaxError
-from cubequeue.grammar.lexer import next_dialect_token
 
 __all__ = ["from_lark"]
 
@@ -112,7 +111,7 @@ def _line_col(sql: str, pos: int) -> tuple[int, int]:
 
 def _token_at(sql: str, pos: int) -> tuple[str, int, str]:
     """The token at (or after blanks from) ``pos``: (text, start, kind)."""
-    tok = next_dialect_token(sql, pos)
+    tok = t.next_token(sql, pos)
     if tok is None:
         return "", len(sql.rstrip()), "$END"
     kind, start, end = tok

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from cubequeue.grammar.binding import param_slots
 from cubequeue.grammar.commands import Command, Param
 from cubequeue.grammar.errors import QueueError
-from cubequeue.grammar.lexer import dialect_tokens
 from cubequeue.grammar.parser import parse, parse_template
 from cubequeue.grammar.results import Column
 from cubequeue.grammar.templates import Template
-from cubequeue.grammar.tokens import LITERAL_KINDS
+from cubequeue.grammar.tokens import LITERAL_KINDS, tokenize
 
 __all__ = [
     "MAX_CACHE_BYTES",
@@ -62,7 +61,7 @@ def shape_of(sql: str) -> tuple[str, list[str]]:
     literals: list[str] = []
     add_part = parts.append
     add_literal = literals.append
-    for kind, start, end in dialect_tokens(sql):
+    for kind, start, end in tokenize(sql):
         if kind in LITERAL_KINDS:
             add_part(_LITERAL + kind)
             add_literal(sql[start:end])

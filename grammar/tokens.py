@@ -39,6 +39,7 @@ __all__ = [
     "ESTRING",
     "ID_CHAR",
     "ID_START",
+    "JUNK",
     "LITERAL_KINDS",
     "NUMBER",
     "OPEN_COMMENT",
@@ -79,6 +80,7 @@ CAST: Final = "CAST"  # ::
 OP: Final = "OP"  # any other single character
 UNTERMINATED: Final = "UNTERMINATED"  # a quote or dollar tag that never closes
 OPEN_COMMENT: Final = "OPEN_COMMENT"  # a /* that never closes
+JUNK: Final = "JUNK"  # a number or $n running into a word (5abc): no token of its own
 #: kinds whose text is a value the statement carries (quoted literals and numbers)
 LITERAL_KINDS: Final = frozenset((STRING, ESTRING, DQ, BT, DOLLAR, NUMBER))
 
@@ -88,18 +90,24 @@ RawToken = tuple[str, int, int]
 _BLANK_CHARS = " \t\r\n\f\v"
 _WS = re.compile(r"[ \t\r\n\f\v]+")
 _COMMENT_EDGE = re.compile(r"/\*|\*/")
-# The opening of every token, in the order PostgreSQL's scanner prefers them.
-_OPENING = re.compile(
-    r"(?P<ESTRING>[Ee]')"
+_NUMBER = r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+# Blanks (whitespace, line comments), then the opening of one token. A block comment is
+# a token opening here because its end needs counting (comments nest).
+_TOKEN = re.compile(
+    r"[ \t\r\n\f\v]*+(?:--[^\n]*+[ \t\r\n\f\v]*+)*+"
+    r"(?:(?P<ESTRING>[Ee]')"
+    rf"|(?P<WORD>{ID_START}{ID_CHAR}*+)"
     r"|(?P<STRING>')"
-    r'|(?P<DQ>")'
-    r"|(?P<BT>`)"
-    rf"|(?P<DOLLAR>\$(?:{ID_START}{TAG_CHAR}*)?\$)"
+    rf"|(?P<JUNK>(?>\$[0-9]+|{_NUMBER})(?={ID_CHAR})(?:{ID_CHAR}|\.)*+)"
+    rf"|(?P<NUMBER>{_NUMBER})"
     r"|(?P<PARAM>\$[0-9]+|\?)"
+    rf"|(?P<DOLLAR>\$(?:{ID_START}{TAG_CHAR}*+)?\$)"
+    r'|(?P<DQ>")'
     r"|(?P<CAST>::)"
-    r"|(?P<NUMBER>(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
-    rf"|(?P<WORD>{ID_START}{ID_CHAR}*)"
+    r"|(?P<COMMENT>/\*)"
+    r"|(?P<BT>`)"
     r"|(?P<OP>[\s\S])"
+    r")?"
 )
 _WORD_RE = re.compile(rf"{ID_START}{ID_CHAR}*")
 
@@ -167,45 +175,51 @@ def _quoted_end(sql: str, pos: int, quote: str, backslashes: bool) -> int:
     return -1
 
 
-def next_token(sql: str, pos: int, *, backticks: bool = True) -> RawToken | None:
-    """The token at ``pos`` or after the blanks there; ``None`` at the end of the text.
+def tokenize(sql: str, pos: int = 0, *, backticks: bool = True) -> Iterator[RawToken]:
+    """Every token of ``sql`` from ``pos`` on, in order (see the module docstring).
 
     ``backticks=False`` reads `` ` `` as an operator, as PostgreSQL does.
     """
-    pos = skip_blank(sql, pos)
-    if pos >= len(sql):
-        return None
-    if sql.startswith("/*", pos):
-        return (OPEN_COMMENT, pos, len(sql))
-    m = _OPENING.match(sql, pos)
-    assert m is not None  # the last alternative takes any character
-    kind: str = m.lastgroup  # type: ignore[assignment]  # one group always matches
-    end = m.end()
-    if kind == STRING or kind == ESTRING:
-        end = _quoted_end(sql, end, "'", True)
-    elif kind == DQ:
-        end = _quoted_end(sql, end, '"', False)
-    elif kind == BT:
-        if not backticks:
-            return (OP, pos, pos + 1)
-        end = _quoted_end(sql, end, "`", False)
-    elif kind == DOLLAR:
-        close = sql.find(m.group(), end)
-        end = -1 if close < 0 else close + len(m.group())
-    if end < 0:
-        return (UNTERMINATED, pos, len(sql))
-    return (kind, pos, end)
-
-
-def tokenize(sql: str, *, backticks: bool = True) -> Iterator[RawToken]:
-    """Every token of ``sql`` in order (see the module docstring)."""
-    pos = 0
+    match = _TOKEN.match
+    find = sql.find
+    n = len(sql)
     while True:
-        tok = next_token(sql, pos, backticks=backticks)
-        if tok is None:
+        m = match(sql, pos)
+        kind = m.lastgroup  # type: ignore[union-attr]  # every part is optional
+        if kind is None:  # only blanks were left
             return
-        yield tok
-        pos = tok[2]
+        start = m.start(kind)  # type: ignore[union-attr]
+        pos = m.end()  # type: ignore[union-attr]
+        if kind == STRING or kind == ESTRING:
+            pos = _quoted_end(sql, pos, "'", True)
+        elif kind == WORD or kind == OP or kind == NUMBER or kind == PARAM or kind == CAST:
+            pass
+        elif kind == "COMMENT":
+            pos = _comment_end(sql, start)
+            if pos >= 0:
+                continue
+            yield (OPEN_COMMENT, start, n)
+            return
+        elif kind == DOLLAR:
+            tag = sql[start:pos]
+            close = find(tag, pos)
+            pos = -1 if close < 0 else close + len(tag)
+        elif kind == DQ:
+            pos = _quoted_end(sql, pos, '"', False)
+        elif kind == BT:
+            if backticks:
+                pos = _quoted_end(sql, pos, "`", False)
+            else:
+                kind = OP
+        if pos < 0:
+            yield (UNTERMINATED, start, n)
+            return
+        yield (kind, start, pos)
+
+
+def next_token(sql: str, pos: int, *, backticks: bool = True) -> RawToken | None:
+    """The token at ``pos`` or after the blanks there; ``None`` at the end of the text."""
+    return next(tokenize(sql, pos, backticks=backticks), None)
 
 
 def strip_leading_comments(sql: str) -> str:
