@@ -16,17 +16,20 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from cubequeue.server import __version__
+from cubequeue.server.config import listen_error
 from cubequeue.server.options import (
     ConfigError,
     build_parser,
     config_from,
     option_value,
+    read_password_file,
     read_users_file,
 )
 
-__all__ = ["healthcheck", "main"]
+__all__ = ["healthcheck", "main", "server_flags"]
 
 HEALTHCHECK_STATEMENT = "SYS CACHESTORE HEALTHCHECK"
 HEALTHCHECK_TIMEOUT_S = 3.0
@@ -35,6 +38,8 @@ _WILDCARD_TO_LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 EXIT_OK = 0
 EXIT_UNHEALTHY = 1
 EXIT_USAGE = 2
+#: the process whose command line the healthcheck reads: the container's entry point
+SERVER_PID = 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -59,7 +64,14 @@ def _serve(args: list[str], environ: Mapping[str, str]) -> int:
     setup_logging(config)
     from cubequeue.server.app import run  # the server proper: imported only to run it
 
-    run(config)
+    try:
+        run(config)
+    except OSError as err:
+        failure = listen_error(config, err)
+        if failure is None:
+            raise
+        print(f"cubequeue: {failure}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -81,20 +93,88 @@ def _healthcheck_parser() -> argparse.ArgumentParser:
     parser.add_argument("--database", default="cube", help="database name; default: cube")
     parser.add_argument("--timeout", type=float, default=HEALTHCHECK_TIMEOUT_S,
                         help=f"seconds for the whole check; default: {HEALTHCHECK_TIMEOUT_S:g}")
+    parser.add_argument("--server-pid", type=int, default=SERVER_PID, metavar="PID",
+                        help="read the flags the server was started with from this "
+                        "process' command line (/proc/PID/cmdline), so a 'docker run "
+                        "cubequeue --port 6000' is checked on 6000; a process that is not "
+                        "cubequeue is ignored; 0 turns this off; default: "
+                        f"{SERVER_PID} (the container's entry point)")
     return parser
 
 
+#: the flags of the server's command line the healthcheck uses, by Config field
+_SERVER_FIELDS = ("host", "port", "password", "password_file", "users_file")
+
+
+def server_flags(argv: Sequence[str]) -> dict[str, object]:
+    """The settings a server command line gives, by Config field; {} when ``argv`` is not
+    a cubequeue server (``cubequeue [options]``, ``python /…/cubequeue [options]`` as the
+    kernel shows a console script, or ``python -m cubequeue.server [options]``).
+
+    Parsed by the server's own option parser, so the healthcheck reads every spelling the
+    server accepts (``--port=6000``, ``--port 6000``)."""
+    args = _server_args(list(argv))
+    if args is None or args[:1] == ["healthcheck"]:
+        return {}
+    parser = build_parser()
+    try:
+        known, _rest = parser.parse_known_args(args)
+    except SystemExit:  # argparse's reaction to a malformed command line
+        return {}
+    return {k: v for k, v in vars(known).items() if k in _SERVER_FIELDS}
+
+
+def _server_args(argv: list[str]) -> list[str] | None:
+    for i, word in enumerate(argv[:2]):
+        if os.path.basename(word) == "cubequeue":
+            return argv[i + 1:]
+    for i, word in enumerate(argv[:-1]):
+        if word == "-m" and argv[i + 1] in ("cubequeue", "cubequeue.server"):
+            return argv[i + 2:]
+    return None
+
+
+def _running_server_flags(pid: int) -> dict[str, object]:
+    """:func:`server_flags` of process ``pid``, or of its first child that is a cubequeue
+    server (``docker run --init`` makes tini PID 1); {} where /proc cannot tell."""
+    if pid <= 0:
+        return {}
+    candidates = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        children = []
+    candidates += [int(child) for child in children if child.isdigit()]
+    for candidate in candidates:
+        try:
+            raw = Path(f"/proc/{candidate}/cmdline").read_bytes()
+        except OSError:
+            continue
+        argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0")[:-1]]
+        if _server_args(argv) is not None:
+            return server_flags(argv)
+    return {}
+
+
 def healthcheck(args: Sequence[str], environ: Mapping[str, str]) -> int:
-    """``cubequeue healthcheck``: one line on stdout (healthy) or stderr (not)."""
+    """``cubequeue healthcheck``: one line on stdout (healthy) or stderr (not).
+
+    Settings come from, first to last: the healthcheck's own flags, the running server's
+    command line (``--server-pid``), the ``CUBEQUEUE_*`` variables, the defaults."""
     ns = _healthcheck_parser().parse_args(list(args))
-    flags = {k: v for k, v in vars(ns).items() if v is not None and k in ("host", "port",
-                                                                           "password")}
+    own = {k: v for k, v in vars(ns).items() if v is not None and k in ("host", "port",
+                                                                         "password")}
+    flags = {**_running_server_flags(ns.server_pid), **own}
     try:
         host = str(option_value("host", flags, environ))
         port = option_value("port", flags, environ)
         assert isinstance(port, int), "the port parser returns an int"
         password = option_value("password", flags, environ)
-        users_file = option_value("users_file", {}, environ)
+        if password is None and "password" not in own:
+            password_file = option_value("password_file", flags, environ)
+            if password_file is not None:
+                password = read_password_file(str(password_file))
+        users_file = option_value("users_file", flags, environ)
         user: str = ns.user or "cube"
         if users_file is not None and (ns.user is None or password is None):
             users = read_users_file(str(users_file))

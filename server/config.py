@@ -8,9 +8,11 @@ ms; ``ws_dedup_ttl``, ``results_expire`` and ``shutdown_grace`` in seconds). How
 
 from __future__ import annotations
 
+import errno as _errno
+import re
 from dataclasses import dataclass
 
-__all__ = ["Config"]
+__all__ = ["LISTEN_OPTIONS", "Config", "ListenError", "listen_error"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,3 +52,54 @@ class Config:
     metrics_auth: str | None = None
     #: longest label value on /metrics, in UTF-8 bytes; longer ones are cut and marked
     max_metrics_label_bytes: int = 200
+
+
+#: the listener options whose port a bind error may name, in the order they are bound
+LISTEN_OPTIONS = (("port", "--port"), ("http_port", "--http-port"))
+
+
+class ListenError(OSError):
+    """A configured address the server cannot listen on (in use, not local, forbidden).
+
+    ``str(err)`` is the one line for the operator, naming the port and the flag that set
+    it, so the console script can print it and exit 2 instead of a traceback."""
+
+    def __init__(self, errno: int, option: str, host: str, port: int, reason: str) -> None:
+        super().__init__(errno, reason)
+        self.option = option
+        self.host = host
+        self.port = port
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot listen on {self.host} port {self.port} ({self.option}): {self.reason}"
+
+
+_BIND_REASONS = {
+    _errno.EADDRINUSE: "address already in use",
+    _errno.EACCES: "permission denied (ports below 1024 need privileges)",
+    _errno.EADDRNOTAVAIL: "address not available on this host",
+}
+#: the address asyncio's and uvloop's create_server put in a bind error's message
+_BIND_ADDRESS = re.compile(r"address \('?([^',]*)'?, (\d+)")
+
+
+def listen_error(config: Config, exc: OSError) -> ListenError | None:
+    """``exc`` as a :class:`ListenError` when it is a bind failure of one of ``config``'s
+    listeners, else None (an unrelated error keeps its traceback).
+
+    The port comes from the message asyncio and uvloop write ("error while attempting to
+    bind on address ('127.0.0.1', 5432): address already in use"), matched against the
+    configured ports, so the flag is named even when the caller raised a plain OSError."""
+    if isinstance(exc, ListenError):
+        return exc
+    reason = _BIND_REASONS.get(exc.errno or 0)
+    match = _BIND_ADDRESS.search(str(exc))
+    if reason is None or match is None:
+        return None
+    port = int(match.group(2))
+    for field, flag in LISTEN_OPTIONS:
+        if getattr(config, field) == port:
+            option = "--host" if exc.errno == _errno.EADDRNOTAVAIL else flag
+            return ListenError(exc.errno or 0, option, config.host, port, reason)
+    return None

@@ -25,9 +25,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.client import BackendDecoder, PgError, encode_frontend
+from cubequeue.server.pgwire.client import (
+    BackendDecoder,
+    NotPostgresError,
+    PgError,
+    encode_frontend,
+)
 
-__all__ = ["PgClient", "PgError", "QueryResult", "RawClient", "connect"]
+__all__ = ["NotPostgresError", "PgClient", "PgError", "QueryResult", "RawClient", "connect"]
 
 _SCRAM = "SCRAM-SHA-256"
 
@@ -72,7 +77,9 @@ class PgClient:
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._decoder = BackendDecoder()
+        # a startup decoder: an HTTP server or any other foreign service on the port is
+        # reported as such, not as a garbled PostgreSQL message
+        self._decoder = BackendDecoder(startup=True)
         self._pending: deque[m.BackendMessage] = deque()
         #: time.monotonic() after which every read fails; None = only the socket timeout
         self.deadline: float | None = None
@@ -235,6 +242,9 @@ def connect(host: str, port: int, *, user: str = "cube", password: str | None = 
     try:
         client._startup(user, password, database,
                         {"application_name": application_name, **(params or {})})
+    except NotPostgresError as err:
+        sock.close()
+        raise NotPostgresError(err.answer, f"{host}:{port}") from None
     except BaseException:
         sock.close()
         raise

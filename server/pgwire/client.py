@@ -31,7 +31,9 @@ from cubequeue.server.pgwire.messages import (
 
 __all__ = [
     "DEFAULT_MAX_BACKEND_MESSAGE",
+    "STARTUP_ANSWER_TYPES",
     "BackendDecoder",
+    "NotPostgresError",
     "PgError",
     "encode_frontend",
 ]
@@ -39,6 +41,12 @@ __all__ = [
 #: the largest backend message the decoder buffers; a longer declared length is refused
 #: as soon as it is read, so a broken server cannot make the client hold its body
 DEFAULT_MAX_BACKEND_MESSAGE: Final = 256 * 1024 * 1024
+#: what a PostgreSQL server may send first after a StartupMessage (PostgreSQL docs,
+#: "Start-up"): an authentication request, an ErrorResponse, a NegotiateProtocolVersion,
+#: or a NoticeResponse
+STARTUP_ANSWER_TYPES: Final = frozenset(b"REvN")
+#: how much of a foreign server's answer a NotPostgresError quotes
+_QUOTED_BYTES = 16
 
 _I16 = struct.Struct("!h")
 _I32 = struct.Struct("!i")
@@ -76,6 +84,17 @@ class PgError(Exception):
         if self.from_server:
             return f"{self.severity} {self.sqlstate}: {self.message}"
         return self.message
+
+
+class NotPostgresError(PgError):
+    """The peer answered a StartupMessage with bytes no PostgreSQL server sends first: an
+    HTTP server, a TLS-only port, a random service. ``answer`` holds the first bytes."""
+
+    def __init__(self, answer: bytes, where: str = "") -> None:
+        server = f"the server at {where}" if where else "the server"
+        super().__init__(f"{server} does not speak the PostgreSQL protocol (it sent "
+                         f"{answer[:_QUOTED_BYTES]!r})", "08P01")
+        self.answer = answer
 
 
 # --- frontend messages → bytes ----------------------------------------------------------
@@ -271,19 +290,44 @@ class BackendDecoder:
 
     The single-byte answer to an SSLRequest is not framed; a caller that sent one reads
     that byte itself before feeding the rest here.
+
+    With ``startup=True`` the decoder expects the answer to a StartupMessage: a first byte
+    outside :data:`STARTUP_ANSWER_TYPES`, or bytes that break framing before the first
+    message, raise :class:`NotPostgresError`, so a client can tell "not PostgreSQL at all"
+    from "a PostgreSQL server that misbehaved".
     """
 
-    __slots__ = ("_buf", "_max")
+    __slots__ = ("_buf", "_max", "_first")
 
-    def __init__(self, *, max_message_size: int = DEFAULT_MAX_BACKEND_MESSAGE) -> None:
+    def __init__(self, *, max_message_size: int = DEFAULT_MAX_BACKEND_MESSAGE,
+                 startup: bool = False) -> None:
         self._buf = bytearray()
         self._max = max_message_size
+        #: still waiting for the first message of a startup answer
+        self._first = startup
 
     def feed(self, data: bytes) -> list[m.BackendMessage]:
         """Every message completed by ``data``; raises PgError (08P01) on bad bytes,
         after which framing is lost and the connection must be dropped."""
         buf = self._buf
         buf += data
+        if self._first:
+            return self._feed_first()
+        return self._feed()
+
+    def _feed_first(self) -> list[m.BackendMessage]:
+        if self._buf and self._buf[0] not in STARTUP_ANSWER_TYPES:
+            raise NotPostgresError(bytes(self._buf))
+        try:
+            out = self._feed()
+        except PgError:
+            raise NotPostgresError(bytes(self._buf)) from None
+        if out:
+            self._first = False
+        return out
+
+    def _feed(self) -> list[m.BackendMessage]:
+        buf = self._buf
         out: list[m.BackendMessage] = []
         pos = 0
         while len(buf) - pos >= 5:
