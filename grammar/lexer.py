@@ -24,7 +24,6 @@ from typing import Any
 
 from lark.common import LexerConf
 from lark.lexer import Lexer, LexerState, Token
-from lark.utils import TextSlice
 
 from cubequeue.grammar import tokens as t
 from cubequeue.grammar.placeholders import ParamToken, Placeholders
@@ -34,8 +33,7 @@ __all__ = ["DialectLexer", "LiftedToken", "ShapeText"]
 _OPS = {"-": "MINUS", ";": "_SEMI"}
 #: terminals a word never stands for (the tokenizer's kinds and diagnostics' probes)
 _NOT_KEYWORDS = frozenset(
-    (t.STRING, t.ESTRING, t.DQ, t.BT, t.DOLLAR, t.NUMBER, t.WORD, t.PARAM, t.CAST, "MINUS")
-    + ("SLOT_IDENT", "SLOT_STRING", "SLOT_NUMBER")
+    (t.STRING, t.ESTRING, t.DQ, t.BT, t.DOLLAR, t.NUMBER, t.WORD, t.PARAM, t.CAST, "MINUS", "SLOT_IDENT", "SLOT_STRING", "SLOT_NUMBER")
 )
 
 
@@ -46,10 +44,10 @@ class ShapeText(str):
 
 
 class LiftedToken(Token):
-    """A literal of a statement parsed as a template: ``index`` is its literal ordinal."""
+    """A literal of a statement parsed as a template: ``ordinal`` numbers it among the literals."""
 
-    __slots__ = ("index",)
-    index: int
+    __slots__ = ("ordinal",)
+    ordinal: int
 
 
 class DialectLexer(Lexer):
@@ -62,8 +60,8 @@ class DialectLexer(Lexer):
 
     def lex(self, lexer_state: LexerState, parser_state: Any) -> Iterator[Token]:
         text: Any = lexer_state.text
-        if isinstance(text, TextSlice):
-            if not text.is_complete_text():  # type: ignore[no-untyped-call]
+        if not isinstance(text, str):  # Lark 1.3 wraps the text in a TextSlice
+            if not text.is_complete_text():
                 raise TypeError("DialectLexer lexes whole statements, not text slices")
             text = text.text
         if not isinstance(text, str):
@@ -92,7 +90,7 @@ class DialectLexer(Lexer):
                     yield Token(kind, text[start:end], start)
                     continue
                 lift = LiftedToken(kind, "", start)
-                lift.index = lifted
+                lift.ordinal = lifted
                 lifted += 1
                 yield lift
             elif kind == t.PARAM:

@@ -154,9 +154,8 @@ def decode_pg_escapes(body: str) -> str:
     pos = 0
     high: int | None = None  # a pending high surrogate (\uD800-\uDBFF)
     for m in _PG_ESCAPE_RE.finditer(body):
-        if m.start() > pos or (high is not None and not (m.group(2) or m.group(3))):
-            if high is not None:
-                raise SyntaxError("invalid Unicode surrogate pair")
+        if high is not None and (m.start() > pos or not (m.group(2) or m.group(3))):
+            raise SyntaxError("invalid Unicode surrogate pair")
         out += body[pos : m.start()].encode(_UTF8, "surrogatepass")
         pos = m.end()
         hex2, u4, u8, octal, other = m.groups()

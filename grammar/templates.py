@@ -94,4 +94,4 @@ class Template:
             setter(out, value)
         for setter, hole in self._holes:
             setter(out, hole.fill(literals[hole.index]))
-        return out  # type: ignore[no-any-return]
+        return out

@@ -94,7 +94,7 @@ class CommandBuilder(Transformer[Token, Command]):
         if tok.type == "PARAM":
             return _param(c, Slot.TEXT)
         if tok.__class__ is LiftedToken:
-            return Hole(tok.index, tok.type)  # type: ignore[attr-defined]
+            return Hole(tok.ordinal, tok.type)
         return TEXT_DECODERS[tok.type](tok)
 
     string = ident
@@ -107,12 +107,12 @@ class CommandBuilder(Transformer[Token, Command]):
         if kind == "MINUS":
             number = c[1]
             if number.__class__ is LiftedToken:
-                return Hole(number.index, "NUMBER", "id", negative=True)  # type: ignore[attr-defined]
+                return Hole(number.ordinal, "NUMBER", "id", negative=True)
             return check_int_text("-" + number, "id", _pos(tok))
         if kind == "PARAM":
             return _param(c, Slot.KEY)
         if tok.__class__ is LiftedToken:
-            return Hole(tok.index, kind, "id" if kind == "NUMBER" else None)  # type: ignore[attr-defined]
+            return Hole(tok.ordinal, kind, "id" if kind == "NUMBER" else None)
         if kind == "NUMBER":
             return check_int_text(tok, "id", _pos(tok))
         return TEXT_DECODERS[kind](tok)
@@ -131,7 +131,7 @@ class CommandBuilder(Transformer[Token, Command]):
             return _param(c, Slot.INT8)
         number = c[-1]
         if number.__class__ is LiftedToken:
-            return Hole(number.index, "NUMBER", "", negative=kind == "MINUS")  # type: ignore[attr-defined]
+            return Hole(number.ordinal, "NUMBER", "", negative=kind == "MINUS")
         if kind == "MINUS":
             return ("-" + number, _pos(tok))
         return (str(tok), _pos(tok))
@@ -315,7 +315,7 @@ def _param(c: list[Token], slot: Slot) -> Param:
     return tok.placeholders.param(tok, c[1] if len(c) > 1 else None, slot)
 
 
-def _int(raw: RawInt | Param | Hole, name: str) -> int | Param | Hole:
+def _int(raw: RawInt | Param | Hole, name: str) -> Any:  # int | Param | Hole
     if isinstance(raw, tuple):
         return check_int_text(raw[0], name, raw[1])
     if isinstance(raw, Hole):

@@ -110,7 +110,7 @@ def statements(draw: st.DrawFn) -> str:
             parts += [opt] if opt == "EXCLUSIVE" else [opt, v() if opt == "EXTERNAL_ID" else n()]
         parts += [v(), v()]
     elif form == 1:
-        parts = ["CACHE", "SET"] + draw(st.sampled_from([[], ["NX"], ["TTL", n()], ["NX", "TTL", n()], ["TTL", n(), "TTL", n()]])) + [v(), v()]
+        parts = ["CACHE", "SET", *draw(st.sampled_from([[], ["NX"], ["TTL", n()], ["NX", "TTL", n()], ["TTL", n(), "TTL", n()]])), v(), v()]
     elif form == 2:
         parts = ["QUEUE", "RETRIEVE", "CONCURRENCY", n(), v()]
     elif form == 3:
