@@ -23,9 +23,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 import asyncpg
 
+from cubequeue.grammar.errors import QueueError
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.database import Database
 from cubequeue.storage.postgres.errors import StoreUnavailable
@@ -40,7 +42,8 @@ LEADER_LOCK = 0x6375_6265_7175_0002
 _PROBE_TIMEOUT_S = 2.0
 _CONNECT_TIMEOUT_S = 10.0
 _SWEEP_BATCH = 1000
-_MARKER_AGE = "15 minutes"
+#: ack markers older than this (real time) are removed: far beyond any blocking wait
+_MARKER_AGE = timedelta(minutes=15)
 _MARKERS = """
 select m.id, m.has_result, m.path::text, m.seq from cq_ack_marker m
 where m.seq > $1 and (m.id = any($2::bigint[]) or m.path = any($3::text[])) order by m.seq
@@ -61,6 +64,7 @@ class Session:
         recheck_s: float = 5.0,
         housekeeping_s: float = 1.0,
         housekeeping: bool = True,
+        listen: bool = True,
     ) -> None:
         self._dsn = dsn
         self._db = db
@@ -72,6 +76,8 @@ class Session:
         self._recheck_s = recheck_s
         self._housekeeping_s = housekeeping_s
         self._housekeeping = housekeeping
+        #: False: never LISTEN for ACKs, poll the markers (what the probe falls back to)
+        self._listen = listen
         self._conn: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._up = asyncio.Event()
@@ -118,11 +124,12 @@ class Session:
         conn = await asyncpg.connect(self._dsn, timeout=_CONNECT_TIMEOUT_S,
                                      statement_cache_size=0)  # fmt: skip
         conn.add_termination_listener(self._terminated)
-        await conn.add_listener("cq_ack", self._notified)
+        if self._listen:
+            await conn.add_listener("cq_ack", self._notified)
         await conn.add_listener("cq_clock", self._clock_notified)
         self._conn = conn
-        self.polling = not await self._probe(conn)
-        if self.polling:
+        self.polling = not self._listen or not await self._probe(conn)
+        if self.polling and self._listen:
             _log.warning("LISTEN/NOTIFY does not reach this front end (a transaction pooler?): "
                          "RESULT_BLOCKING polls the ack markers every %.0f ms", self._poll_s * 1000)
         self.leader = False
@@ -199,9 +206,11 @@ class Session:
                 if self._housekeeping and now >= next_housekeeping:
                     next_housekeeping = now + self._housekeeping_s
                     await self._lead()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError,
-                    StoreUnavailable) as exc:
+            except StoreUnavailable as exc:
                 _log.debug("session step failed: %s", exc)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError,
+                    QueueError) as exc:
+                _log.warning("queue database housekeeping failed: %s", exc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lost.wait(), self._poll_s)
 

@@ -92,6 +92,7 @@ class PostgresStore:
         poll_s: float = 0.2,
         housekeeping_s: float = 1.0,
         housekeeping: bool = True,
+        listen: bool = True,
     ) -> None:
         self.limits = limits if limits is not None else Limits()
         self.db = Database(dsn, max_size=pool_size, statement_cache_size=statement_cache_size)
@@ -99,7 +100,7 @@ class PostgresStore:
         self.session = Session(
             session_dsn or dsn, self.db, self.waiters, self.limits,
             on_event=self._event, on_clock=self.refresh_clock, poll_s=poll_s,
-            housekeeping_s=housekeeping_s, housekeeping=housekeeping,
+            housekeeping_s=housekeeping_s, housekeeping=housekeeping, listen=listen,
         )
         self._queue = QueueSteps(self.db, self.limits)
         self._cache = CacheSteps(self.db, self.limits)

@@ -25,7 +25,7 @@ HASHED_PATH = 2
 
 def path_hash(path: str) -> str:
     """How an over-long path travels in a notification (PostgreSQL's md5)."""
-    return hashlib.md5(path.encode("utf-8")).hexdigest()  # noqa: S324 - an identifier, not security
+    return hashlib.md5(path.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class AckEvent:
 class Waiter:
     """One waiting RESULT_BLOCKING; :meth:`cancel` is idempotent (the ``Cancellable``)."""
 
-    __slots__ = ("_hub", "cancelled", "callback", "deferred", "key", "looking", "watermark")
+    __slots__ = ("_hub", "callback", "cancelled", "deferred", "key", "looking", "watermark")
 
     def __init__(self, hub: WaiterHub, key: int | str, callback: Callable[[ResultSet], None]):
         self._hub = hub
