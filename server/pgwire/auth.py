@@ -11,7 +11,9 @@ An unknown user goes through the whole exchange and fails at its end with the sa
 28P01 message as a wrong password, as PostgreSQL does, so user names cannot be probed.
 Each exchange is a small sans-I/O object: :meth:`start` gives the first request,
 :meth:`step` consumes one ``p`` message and returns the message to send (if any) and
-whether the client is now authenticated.
+whether the client is now authenticated. A refused login is logged once, where it is
+decided, with the user, the peer and the reason the client is not told
+(:func:`cubequeue.server.logs.log_auth_failure`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scramp.core import saslprep
 from scramp.utils import ScramException
 
 from cubequeue.server.errors import InvalidPassword, ProtocolViolation
+from cubequeue.server.logs import log_auth_failure
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import decode_sasl_initial_response
 
@@ -38,7 +41,14 @@ _SCRAM = "SCRAM-SHA-256"
 SCRAM_ITERATIONS = 4096
 
 
-def _failed(user: str) -> InvalidPassword:
+#: the reasons a refused login is logged with (never sent to the client)
+NO_SUCH_USER = "no password is set for this user"
+WRONG_PASSWORD = "the password does not match"
+BAD_PROOF = "the SCRAM exchange does not match (wrong nonce or channel binding)"
+
+
+def _failed(method: str, user: str, peer: str | None, reason: str) -> InvalidPassword:
+    log_auth_failure(user, peer, method, reason)
     return InvalidPassword(f'password authentication failed for user "{user}"')
 
 
@@ -51,9 +61,10 @@ class Exchange(Protocol):
 
 
 class Md5Exchange:
-    def __init__(self, user: str, password: str | None) -> None:
+    def __init__(self, user: str, password: str | None, peer: str | None = None) -> None:
         self.user = user
         self.password = password
+        self.peer = peer
         self.salt = secrets.token_bytes(4)
 
     def start(self) -> m.BackendMessage:
@@ -64,11 +75,11 @@ class Md5Exchange:
             raise ProtocolViolation("invalid password packet")
         answer = payload[:-1]
         if self.password is None:
-            raise _failed(self.user)
+            raise _failed("md5", self.user, self.peer, NO_SUCH_USER)
         inner = hashlib.md5((self.password + self.user).encode()).hexdigest()
         expected = b"md5" + hashlib.md5(inner.encode() + self.salt).hexdigest().encode()
         if not hmac.compare_digest(answer, expected):
-            raise _failed(self.user)
+            raise _failed("md5", self.user, self.peer, WRONG_PASSWORD)
         return None, True
 
 
@@ -94,8 +105,9 @@ class ScramExchange:
     values. Passwords are SASLprep'd with scramp's ``saslprep``, as libpq does.
     """
 
-    def __init__(self, user: str, password: str | None) -> None:
+    def __init__(self, user: str, password: str | None, peer: str | None = None) -> None:
         self.user = user
+        self.peer = peer
         # An unknown user gets keys from a random password: the exchange runs to its end.
         self._known = password is not None
         secret = password if password is not None else secrets.token_hex(16)
@@ -110,6 +122,9 @@ class ScramExchange:
         self._client_first_bare = ""
         self._server_first = ""
         self._stage = 0
+
+    def _failed(self, reason: str) -> InvalidPassword:
+        return _failed("scram-sha-256", self.user, self.peer, reason)
 
     def start(self) -> m.BackendMessage:
         return m.AuthenticationSASL((_SCRAM,))
@@ -151,29 +166,33 @@ class ScramExchange:
         attrs = _attributes(without_proof) if sep else {}
         binding = base64.b64encode(self._gs2_header.encode()).decode()
         if attrs.get("c") != binding or attrs.get("r") != self._nonce:
-            raise _failed(self.user)
+            raise self._failed(BAD_PROOF)
         try:
             proof = base64.b64decode(proof_b64, validate=True)
         except ValueError:
-            raise _failed(self.user) from None
+            raise self._failed(BAD_PROOF) from None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()
         signature = _hmac(self._stored_key, auth_message)
         if len(proof) != len(signature):
-            raise _failed(self.user)
+            raise self._failed(BAD_PROOF)
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
         valid = hmac.compare_digest(hashlib.sha256(client_key).digest(), self._stored_key)
-        if not (valid and self._known):
-            raise _failed(self.user)
+        if not self._known:
+            raise self._failed(NO_SUCH_USER)
+        if not valid:
+            raise self._failed(WRONG_PASSWORD)
         server_signature = base64.b64encode(_hmac(self._server_key, auth_message)).decode()
         return m.AuthenticationSASLFinal(f"v={server_signature}".encode())
 
 
-def make_exchange(method: str, user: str, password: str | None) -> Exchange | None:
-    """The exchange for ``--auth method``; None for trust."""
+def make_exchange(method: str, user: str, password: str | None,
+                  peer: str | None = None) -> Exchange | None:
+    """The exchange for ``--auth method``; None for trust. ``peer`` (``host:port``) is
+    only logged."""
     if method == "trust":
         return None
     if method == "md5":
-        return Md5Exchange(user, password)
+        return Md5Exchange(user, password, peer)
     if method == "scram-sha-256":
-        return ScramExchange(user, password)
+        return ScramExchange(user, password, peer)
     raise ValueError(f"unknown --auth method {method!r}")
