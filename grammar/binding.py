@@ -1,7 +1,7 @@
 """Placeholders: which a command has (:func:`param_slots`) and filling them (:func:`bind`).
 
 Binding yields exactly the command the literal text would have produced
-(``cubestore-dialect.md`` §8 rule 5), including the same range errors:
+(``docs/dialect.md`` §8 rule 5), including the same range errors:
 
 * KEY slot: ``int`` → numeric id; ``str`` → path, unless the placeholder carries an integer
   cast (``$1::int8``), in which case the text must be an integer id. A client that declared

@@ -1,6 +1,6 @@
 """Typed, immutable command objects: what the parser builds and the store executes.
 
-Each class is one statement form of ``cubestore-dialect.md`` §3-§5 (plus cubequeue's own
+Each class is one statement form of ``docs/dialect.md`` §3-§5 (plus cubequeue's own
 statements of §8 and the operator features). Fields hold final values, or a
 :class:`Param` where the statement text had a placeholder (``$n`` or ``?``); binding the
 parameters (:func:`cubequeue.grammar.bind`) yields the same command the literal text

@@ -1,7 +1,7 @@
 """The dialect's errors: one base type with a SQLSTATE per subclass.
 
 Every user-visible failure is a :class:`QueueError`. Its message keeps Cube Store's
-wording wherever ``cubestore-dialect.md`` quotes one (§8 rule 10: without Cube Store's
+wording wherever ``docs/dialect.md`` quotes one (§8 rule 10: without Cube Store's
 ``Internal: ParserError(…)`` wrapping). The PostgreSQL wire renders it as an
 ErrorResponse carrying :attr:`QueueError.sqlstate`; the WebSocket wire renders the plain
 text (or ``Internal: …`` when :attr:`QueueError.internal` is set, as Cube Store does).

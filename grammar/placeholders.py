@@ -1,6 +1,6 @@
 """Per-statement placeholder state: ``?`` numbering, ``$n``/``?`` mixing, slot types.
 
-``cubestore-dialect.md`` §8 rule 5: the n-th ``?`` is parameter n, a statement uses
+``docs/dialect.md`` §8 rule 5: the n-th ``?`` is parameter n, a statement uses
 either ``$n`` or ``?`` but not both, an index used twice must keep its type (int8, or
 one of the text-like slots), and ``$1…$n`` may not leave a gap.
 

@@ -42,8 +42,8 @@ __all__ = [
     "JUNK",
     "LITERAL_KINDS",
     "NUMBER",
-    "OPEN_COMMENT",
     "OP",
+    "OPEN_COMMENT",
     "PARAM",
     "STRING",
     "TAG_CHAR",
@@ -190,9 +190,9 @@ def tokenize(sql: str, pos: int = 0, *, backticks: bool = True) -> Iterator[RawT
             return
         start = m.start(kind)  # type: ignore[union-attr]
         pos = m.end()  # type: ignore[union-attr]
-        if kind == STRING or kind == ESTRING:
+        if kind in (STRING, ESTRING):
             pos = _quoted_end(sql, pos, "'", True)
-        elif kind == WORD or kind == OP or kind == NUMBER or kind == PARAM or kind == CAST:
+        elif kind in (WORD, OP, NUMBER, PARAM, CAST):
             pass
         elif kind == "COMMENT":
             pos = _comment_end(sql, start)
