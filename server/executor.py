@@ -4,8 +4,8 @@ Both the PostgreSQL session and the WebSocket session hand statements here, so t
 these rules exist once:
 
 * **routing**: a statement whose first word is QUEUE, CACHE or SYS is the dialect
-  (parsed once per distinct text through the grammar's cache, bound with the grammar's
-  binder); everything else is plain SQL (:mod:`cubequeue.server.sql`: session statements
+  (prepared through the grammar's one statement cache, keyed by the statement's shape,
+  and bound with the grammar's binder); everything else is plain SQL (:mod:`cubequeue.server.sql`: session statements
   and SELECT over the system tables);
 * **transaction status**: in a failed block ('E') every statement but COMMIT / END /
   ROLLBACK / ABORT is refused with 25P02, and any failure turns an open block into a
@@ -33,13 +33,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from cubequeue.grammar import bind, is_dialect, param_slots, parse_cached
+from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
-from cubequeue.grammar.results import Column, ResultSet
+from cubequeue.grammar.results import ResultSet
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
-from cubequeue.server.sql.lexer import first_word
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
 from cubequeue.storage.interface import RowStream
 
@@ -61,8 +60,6 @@ __all__ = [
 _log = logging.getLogger("cubequeue.command")
 _internal_log = logging.getLogger("cubequeue.server")
 
-#: distinct statement texts kept prepared (oldest dropped first)
-_PREPARE_CACHE_SIZE = 4096
 #: the command name metrics and logs use for statements that did not parse
 _PARSE = "(parse)"
 
@@ -82,16 +79,6 @@ def _log_failure(command: str, error: QueueError) -> None:
 def ends_block(sql: str) -> bool:
     """True for COMMIT / END / ROLLBACK / ABORT: what a failed block still accepts."""
     return first_word(sql) in TX_END_WORDS
-
-
-@dataclass(frozen=True, slots=True)
-class Prepared:
-    """A parsed statement: its command template, placeholders and result schema."""
-
-    sql: str
-    command: Command
-    params: tuple[Param, ...]
-    columns: tuple[Column, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +140,6 @@ class Executor:
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
         self._tables = _PlainTables(store)
-        self._prepared: dict[str, Prepared] = {}
 
     # --- statement text ----------------------------------------------------------------
 
@@ -213,21 +199,15 @@ class Executor:
     # --- dialect commands --------------------------------------------------------------
 
     def prepare(self, sql: str) -> Prepared:
-        """Parse ``sql`` (cached by text); raises :class:`QueueError` (42601, …)."""
-        prepared = self._prepared.get(sql)
-        if prepared is None:
-            try:
-                command = parse_cached(sql)
-            except QueueError as exc:
-                if self._observe is not None:
-                    self._observe(_PARSE, exc.sqlstate, 0.0)
-                _log_failure(_PARSE, exc)
-                raise
-            prepared = Prepared(sql, command, tuple(param_slots(command)), command.result_columns())
-            if len(self._prepared) >= _PREPARE_CACHE_SIZE:
-                self._prepared.pop(next(iter(self._prepared)))
-            self._prepared[sql] = prepared
-        return prepared
+        """Parse ``sql`` through the grammar's statement cache; a statement that does not
+        parse (42601, …) is metered and logged as ``(parse)`` before it is raised."""
+        try:
+            return prepare(sql)
+        except QueueError as exc:
+            if self._observe is not None:
+                self._observe(_PARSE, exc.sqlstate, 0.0)
+            _log_failure(_PARSE, exc)
+            raise
 
     def run(self, cmd: Command, process_id: str | None = None) -> Step:
         """Execute one bound command as one atomic store step: its rows, or a wait."""

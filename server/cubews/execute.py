@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
+from cubequeue.grammar import first_word, strip_leading_comments
 from cubequeue.grammar.errors import FeatureNotSupported
-from cubequeue.server.sql.lexer import first_word
 
 __all__ = ["PREAGGREGATION_ERROR", "is_preaggregation", "refuse_preaggregation"]
 
@@ -28,7 +28,6 @@ _PREAGG_FIRST_WORDS = frozenset(
 _PREAGG_ANYWHERE = re.compile(
     r"\binformation_schema\b|\bfrom\s+[`\"]?\w*pre_aggregations\b", re.IGNORECASE
 )
-_LEADING_NOISE = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.DOTALL)
 _FIRST_WORDS = 3
 _MAX_WORDS_CHARS = 80
 
@@ -49,9 +48,7 @@ def refuse_preaggregation(sql: str) -> None:
 
 def _first_words(sql: str) -> str:
     """The statement's first words, for the error text (comments skipped)."""
-    match = _LEADING_NOISE.match(sql)
-    rest = sql[match.end():] if match else sql
-    text = " ".join(rest.split()[:_FIRST_WORDS])
+    text = " ".join(strip_leading_comments(sql).split()[:_FIRST_WORDS])
     if len(text) > _MAX_WORDS_CHARS:
         text = text[: _MAX_WORDS_CHARS - 1] + "…"
     return text
