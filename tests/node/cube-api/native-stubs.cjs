@@ -8,11 +8,14 @@
  * @cubejs-backend/native". Exactly these are replaced, on the one module instance the Cube
  * packages resolve, before any of them is loaded:
  *
- *   - `setupLogger`: the native logger bridge (used by the SQL API, which is off here);
- *     a no-op.
- *   - `NativeInstance.prototype.newJinjaEngine`: the Jinja engine of YAML models. The
- *     test's model is JavaScript, so no template is ever rendered; the stand-in engine
- *     throws if one is, so a test that needs it fails loudly instead of silently.
+ *   - `setupLogger`: the native logger bridge, called while the API server starts; a
+ *     no-op (Cube's own JS logger still gets every message).
+ *   - `NativeInstance.prototype.newJinjaEngine`: the Jinja engine of YAML models, created
+ *     by every schema compile (`YamlCompiler.initFromPythonContext`) even for a model
+ *     without YAML. The test's model is JavaScript, so no template is ever rendered; the
+ *     stand-in engine throws if one is, so a test that needs it fails loudly.
+ * Without either stand-in the test fails with "Unable to load @cubejs-backend/native"
+ * (checked).
  *
  * Nothing else is stubbed: the API gateway, the schema compiler, the query orchestrator,
  * the cubestore driver (it decodes Cube Store's flatbuffers replies in JavaScript in the
