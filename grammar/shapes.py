@@ -18,6 +18,12 @@ The cache is bounded in bytes (:data:`MAX_CACHE_BYTES` of keys and templates, le
 recently used dropped first); a template holds no literal text, so a statement's
 payload is never retained, and a shape whose key alone exceeds :data:`MAX_ENTRY_BYTES`
 (megabytes of bare words) is not cached at all.
+
+In front of it sits a small exact-text map for *short* statements (at most
+:data:`MAX_EXACT_TEXT` characters, :data:`MAX_EXACT_BYTES` in all): a driver that prepares
+the same parameterised text again and again (psycopg's unnamed statements, Cube's
+``QUEUE RESULT_BLOCKING ? ?``) then skips tokenizing too. Its bound is in bytes, so it
+cannot pin large payloads either.
 """
 
 from __future__ import annotations
@@ -49,6 +55,10 @@ __all__ = [
 MAX_CACHE_BYTES = 16 * 1024 * 1024
 #: a shape whose key is longer than this is parsed every time, never cached
 MAX_ENTRY_BYTES = 256 * 1024
+#: statements up to this many characters are also kept by their exact text
+MAX_EXACT_TEXT = 1024
+#: byte bound of the exact-text map (texts and their prepared commands)
+MAX_EXACT_BYTES = 2 * 1024 * 1024
 #: what a template and its bookkeeping cost besides the key (a generous estimate)
 _ENTRY_OVERHEAD = 2048
 #: marks a literal in a shape key (never in a word, which is all a key holds besides)
@@ -96,6 +106,8 @@ class StatementCache:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._bytes = 0
+        self._exact: OrderedDict[str, Prepared] = OrderedDict()
+        self._exact_bytes = 0
         self._lock = threading.Lock()
 
     @property
@@ -110,6 +122,8 @@ class StatementCache:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+            self._exact.clear()
+            self._exact_bytes = 0
 
     def _entry(self, sql: str, key: str) -> _Entry | None:
         entries = self._entries
@@ -138,17 +152,26 @@ class StatementCache:
 
     def parse(self, sql: str) -> Command:
         """:func:`~cubequeue.grammar.parse`, one template parse per shape."""
-        key, literals = shape_of(sql)
-        entry = self._entry(sql, key)
-        if entry is None:
-            return parse(sql)  # raises the statement's own error
-        try:
-            return entry.template.fill(literals)
-        except QueueError:
-            return parse(sql)  # raises it worded and placed as the uncached parse does
+        return self.prepare(sql).command
 
     def prepare(self, sql: str) -> Prepared:
         """``sql`` parsed (through the cache) with its placeholders and result columns."""
+        exact = self._exact.get(sql)
+        if exact is not None:
+            return exact
+        prepared = self._prepare(sql)
+        if len(sql) <= MAX_EXACT_TEXT:
+            size = 2 * sys.getsizeof(sql) + _ENTRY_OVERHEAD
+            with self._lock:
+                if sql not in self._exact:
+                    self._exact[sql] = prepared
+                    self._exact_bytes += size
+                    while self._exact_bytes > MAX_EXACT_BYTES:
+                        text, _ = self._exact.popitem(last=False)
+                        self._exact_bytes -= 2 * sys.getsizeof(text) + _ENTRY_OVERHEAD
+        return prepared
+
+    def _prepare(self, sql: str) -> Prepared:
         key, literals = shape_of(sql)
         entry = self._entry(sql, key)
         if entry is None:
