@@ -6,7 +6,7 @@ When Cube Store is also Cube's pre-aggregation store, Cube's ``CubeStoreDriver``
 ``DROP TABLE``, ``SELECT schema_name FROM information_schema.schemata WHERE schema_name =
 '…'``, ``SELECT table_name, build_range_end FROM information_schema.tables WHERE
 table_schema = '…'`` and reads such as ``SELECT … FROM dev_pre_aggregations.orders_main…``.
-cubequeue keeps no tables (cube-client.md §4), so each of these is 0A000 naming the
+cubequeue keeps no tables outside ``system``, so each of these is 0A000 naming the
 feature and the setup that works: pre-aggregations built in the source database.
 
 The decision reads the statement's structure, not a word in it: ``information_schema``

@@ -1,4 +1,4 @@
-"""The refresh-key SQL Cube generates in Cube Store's dialect, over both wires (issue 15).
+"""The refresh-key SQL Cube generates in Cube Store's dialect, over both wires.
 
 Every shape comes from Cube's schema compiler (``BaseQuery.everyRefreshKeySql``,
 ``incrementalRefreshKey``, ``CubeStoreQuery``'s ``unixTimestampSql``/``timeStampCast``/
