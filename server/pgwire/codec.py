@@ -32,6 +32,7 @@ __all__ = [
     "BIND_COMPLETE",
     "CANCEL_REQUEST_CODE",
     "CLOSE_COMPLETE",
+    "COPY_DONE",
     "EMPTY_QUERY",
     "GSSENC_REQUEST_CODE",
     "MAX_STARTUP_PACKET",
@@ -45,6 +46,8 @@ __all__ = [
     "decode_sasl_initial_response",
     "encode",
     "encode_command_complete",
+    "encode_copy_data",
+    "encode_copy_out_response",
     "encode_data_row",
     "encode_many",
 ]
@@ -545,6 +548,22 @@ def _key_data(msg: m.BackendKeyData) -> bytes:
 def encode_command_complete(tag: str) -> bytes:
     raw = tag.encode("utf-8")
     return b"C" + pack_int4(len(raw) + 5) + raw + b"\0"
+
+
+#: CopyDone ('c'): the end of a COPY TO's data (both directions use the same frame)
+COPY_DONE: Final = b"c\0\0\0\x04"
+
+
+def encode_copy_out_response(overall_format: int, column_formats: tuple[int, ...]) -> bytes:
+    """CopyOutResponse ('H'): the server starts COPY TO STDOUT; ``overall_format`` 0 is
+    text (then every column format is 0, as PostgreSQL sends them)."""
+    body = bytes((overall_format,)) + pack_int2(len(column_formats))
+    return _frame(b"H", body + b"".join(pack_int2(f) for f in column_formats))
+
+
+def encode_copy_data(data: bytes) -> bytes:
+    """CopyData ('d'): one row of COPY TO's output (a whole line, LF included)."""
+    return b"d" + pack_int4(len(data) + 4) + data
 
 
 #: keyed by exact class, so each encoder gets its own message type (hence ``Any``)
