@@ -14,19 +14,59 @@ servers in one process, or a test, never see each other's counts.
 Label cardinality is capped: per-prefix gauges keep the ``MAX_PREFIX_LABELS`` largest
 prefixes (pending + active) and sum the rest under ``prefix="__other__"``; command names
 beyond ``MAX_COMMAND_LABELS`` distinct values are counted as ``command="__other__"``.
+Label values are capped in bytes too (``--max-metrics-label-bytes``): a longer one is cut
+at a character boundary and ends in ``...``, and prefixes that become equal are summed, so
+30 prefixes of 1 MiB make a scrape of a few kilobytes, not 60 MiB.
+
+The exposition (:meth:`Metrics.render_for`) adds the standard ``process_*`` and
+``python_gc_*`` collectors, leaves out the ``_created`` series (Prometheus ignores them and
+they double the scrape), speaks OpenMetrics when the ``Accept`` header asks for it and
+gzip when ``Accept-Encoding`` allows it. Who may scrape is :func:`scrape_refusal`'s
+decision (``--metrics-auth``). The names are a stable, versioned list: docs/metrics.md.
 """
 
 from __future__ import annotations
 
+import gzip
+import ipaddress
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    ProcessCollector,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
-__all__ = ["MAX_COMMAND_LABELS", "MAX_PREFIX_LABELS", "OTHER", "Metrics"]
+if TYPE_CHECKING:
+    from cubequeue.server.config import Config
+
+__all__ = [
+    "DEFAULT_MAX_LABEL_BYTES",
+    "MAX_COMMAND_LABELS",
+    "MAX_PREFIX_LABELS",
+    "METRICS_VERSION",
+    "OTHER",
+    "Metrics",
+    "Refusal",
+    "metrics_auth_mode",
+    "scrape_refusal",
+    "truncate_label",
+]
+
+#: the version of the metric list in docs/metrics.md; bumped when a name or label changes
+METRICS_VERSION = "1"
+DEFAULT_MAX_LABEL_BYTES = 200
+TRUNCATED = "..."
+#: gzip level for scrapes: most of level 9's saving at a fraction of its time
+_GZIP_LEVEL = 6
 
 MAX_PREFIX_LABELS = 100
 MAX_COMMAND_LABELS = 200
@@ -71,36 +111,59 @@ class StatsSource(Protocol):
     def stats(self) -> StoreStatsLike: ...
 
 
+def truncate_label(value: str, max_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> str:
+    """``value`` when it fits in ``max_bytes`` UTF-8 bytes, else its longest head that fits
+    together with the ``...`` marker (cut at a character boundary)."""
+    if len(value) * 4 <= max_bytes:  # fast path: no UTF-8 character is longer than 4
+        return value
+    encoded = value.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return value
+    head = encoded[: max(0, max_bytes - len(TRUNCATED))].decode("utf-8", "ignore")
+    return head + TRUNCATED
+
+
 def capped_prefixes(prefixes: Sequence[PrefixCountsLike],
-                    limit: int = MAX_PREFIX_LABELS) -> list[tuple[str, int, int]]:
+                    limit: int = MAX_PREFIX_LABELS,
+                    max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES,
+                    ) -> list[tuple[str, int, int]]:
     """``(prefix, pending, active)`` for the ``limit`` largest prefixes, plus ``__other__``.
 
     Ties are broken by prefix name so that a scrape is deterministic; ``__other__`` appears
-    only when something was folded into it.
+    only when something was folded into it. Prefixes equal once truncated are summed
+    under one label: an exposition may not repeat a label set.
     """
     ranked = sorted(prefixes, key=lambda p: (-(p.pending + p.active), p.prefix))
-    rows = [(p.prefix, p.pending, p.active) for p in ranked[:limit]]
+    merged: dict[str, list[int]] = {}
+    for p in ranked[:limit]:
+        counts = merged.setdefault(truncate_label(p.prefix, max_label_bytes), [0, 0])
+        counts[0] += p.pending
+        counts[1] += p.active
     rest = ranked[limit:]
     if rest:
-        rows.append((OTHER, sum(p.pending for p in rest), sum(p.active for p in rest)))
-    return rows
+        counts = merged.setdefault(OTHER, [0, 0])
+        counts[0] += sum(p.pending for p in rest)
+        counts[1] += sum(p.active for p in rest)
+    return [(label, pending, active) for label, (pending, active) in merged.items()]
 
 
 class _StoreCollector:
     """Reads the store at scrape time (prometheus-client custom collector protocol)."""
 
-    def __init__(self, store: StatsSource) -> None:
+    def __init__(self, store: StatsSource, max_label_bytes: int) -> None:
         self._store = store
+        self._max_label_bytes = max_label_bytes
 
     def describe(self) -> list[Metric]:
         # Returning descriptions stops the registry from calling collect() at register time.
         return list(self._families(None))
 
     def collect(self) -> Iterator[Metric]:
-        return self._families(self._store.stats())
+        return self._families(self._store.stats(), self._max_label_bytes)
 
     @staticmethod
-    def _families(stats: StoreStatsLike | None) -> Iterator[Metric]:
+    def _families(stats: StoreStatsLike | None,
+                  max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> Iterator[Metric]:
         pending = GaugeMetricFamily("cubequeue_queue_pending",
                                     "Pending queue items per prefix (largest prefixes; the "
                                     f"rest summed under prefix=\"{OTHER}\")",
@@ -109,7 +172,8 @@ class _StoreCollector:
                                    "Active (retrieved, not yet acked) queue items per prefix",
                                    labels=["prefix"])
         if stats is not None:
-            for prefix, n_pending, n_active in capped_prefixes(stats.prefixes):
+            for prefix, n_pending, n_active in capped_prefixes(
+                    stats.prefixes, max_label_bytes=max_label_bytes):
                 pending.add_metric([prefix], n_pending)
                 active.add_metric([prefix], n_active)
         yield pending
@@ -136,11 +200,40 @@ class _StoreCollector:
                                   value=None if s is None else float(s.evictions_total))
 
 
+class _WithoutCreated:
+    """The registry's families without their ``_created`` samples (prometheus-client
+    only offers a process-wide switch, ``disable_created_metrics``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
+
+
+def _accepts_gzip(accept_encoding: str) -> bool:
+    """RFC 9110 §12.5.3: ``gzip`` (or ``*``) listed with a q-value above 0."""
+    for item in accept_encoding.split(","):
+        coding, *params = (part.strip() for part in item.split(";"))
+        if coding.lower() not in ("gzip", "*"):
+            continue
+        q = next((p[2:] for p in params if p.lower().startswith("q=")), "1")
+        try:
+            return float(q) > 0
+        except ValueError:
+            return False
+    return False
+
+
 class Metrics:
     """The server's metrics; every method is cheap and safe from any thread."""
 
-    def __init__(self, store: StatsSource) -> None:
+    def __init__(self, store: StatsSource, *,
+                 max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._max_label_bytes = max_label_bytes
         self._connections = Gauge("cubequeue_connections_open",
                                   "Open client connections by protocol (pg or ws)",
                                   ["protocol"], registry=self.registry)
@@ -157,10 +250,13 @@ class Metrics:
         for protocol in PROTOCOLS:  # export zeros before the first connection
             self._connections.labels(protocol)
             self._connections_total.labels(protocol)
-        self._command_names: set[str] = set()
+        self._command_names: dict[str, str] = {}
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
-        self.registry.register(_StoreCollector(store))
+        self.registry.register(_StoreCollector(store, max_label_bytes))
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
+        self._exposed = _WithoutCreated(self.registry)
 
     def connection_opened(self, protocol: str) -> None:
         self._connections.labels(protocol).inc()
@@ -182,14 +278,90 @@ class Metrics:
         children[1].observe(seconds)
 
     def _command_label(self, name: str) -> str:
-        if name in self._command_names:
-            return name
+        label = self._command_names.get(name)
+        if label is not None:
+            return label
         with self._lock:
             if len(self._command_names) < MAX_COMMAND_LABELS:
-                self._command_names.add(name)
-                return name
+                label = truncate_label(name, self._max_label_bytes)
+                self._command_names[name] = label
+                return label
         return OTHER
 
     def render(self) -> tuple[bytes, str]:
-        """The exposition body and its Content-Type, for ``GET /metrics``."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The Prometheus text body and its Content-Type (no negotiation)."""
+        return generate_latest(self._exposed), CONTENT_TYPE_LATEST
+
+    def render_for(self, accept: str, accept_encoding: str
+                   ) -> tuple[bytes, list[tuple[str, str]]]:
+        """``GET /metrics``: the body and its response headers, negotiated from the
+        request's ``Accept`` (OpenMetrics when asked for) and ``Accept-Encoding`` (gzip
+        when allowed)."""
+        encoder, content_type = choose_encoder(accept)
+        body = encoder(self._exposed)
+        headers = [("Content-Type", content_type), ("Vary", "Accept, Accept-Encoding")]
+        if _accepts_gzip(accept_encoding):
+            body = gzip.compress(body, compresslevel=_GZIP_LEVEL)
+            headers.append(("Content-Encoding", "gzip"))
+        headers.append(("Content-Length", str(len(body))))
+        return body, headers
+
+
+# --- who may scrape ------------------------------------------------------------------
+
+#: RFC 7617's challenge for a scraper without credentials
+METRICS_CHALLENGE = 'Basic realm="cubequeue metrics", charset="UTF-8"'
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """The answer to a scrape that may not see the metrics."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+def metrics_auth_mode(config: Config) -> str:
+    """``--metrics-auth`` when given, else ``basic`` when the PostgreSQL wire asks for
+    passwords and ``none`` otherwise (as the console decides): prefix names and counts
+    are not for anyone who can reach the HTTP port of a protected server."""
+    if config.metrics_auth is not None:
+        return config.metrics_auth
+    return "none" if config.auth == "trust" else "basic"
+
+
+def _is_loopback(host: str | None) -> bool:
+    if not host:
+        return False
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def scrape_refusal(mode: str, peer_host: str | None,
+                   authorized: Callable[[], bool]) -> Refusal | None:
+    """None when the scrape may proceed; else the 401 or 403 to answer.
+
+    ``authorized`` checks the request's Basic credentials against the PostgreSQL wire's
+    users; it is called only in ``basic`` mode."""
+    if mode == "none":
+        return None
+    if mode == "loopback":
+        if _is_loopback(peer_host):
+            return None
+        return Refusal(403, (("Content-Type", "text/plain; charset=utf-8"),),
+                       b"metrics are served to loopback addresses only "
+                       b"(--metrics-auth loopback)\n")
+    if mode == "basic":
+        if authorized():
+            return None
+        return Refusal(401, (("WWW-Authenticate", METRICS_CHALLENGE),
+                             ("Content-Type", "text/plain; charset=utf-8")),
+                       b"metrics need the user and password of the PostgreSQL wire "
+                       b"(--metrics-auth basic)\n")
+    raise ValueError(f"unknown --metrics-auth {mode!r}")
