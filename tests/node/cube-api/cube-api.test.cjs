@@ -193,6 +193,12 @@ test('after a row is added and the refresh interval passes, /load answers the ne
     assert.equal(await dataQueryCalls(), 2, 'the data SQL ran once per refresh key value');
     assert.deepEqual(errorsInCubeLog(), []);
     assert.doesNotMatch(cubequeue.log(), /\bERROR\b/);
+    // Every statement Cube sent was answered: no error outcome in cubequeue's metrics.
+    const metrics = await (await fetch(`http://127.0.0.1:${cubequeue.httpPort}/metrics`)).text();
+    const failed = metrics.split('\n')
+      .filter((l) => l.startsWith('cubequeue_commands_total{') && !/outcome="ok"/.test(l));
+    assert.match(metrics, /^cubequeue_commands_total\{.*outcome="ok"/m);
+    assert.deepEqual(failed, []);
   } catch (e) {
     failWithLogs(e);
   }
