@@ -1,12 +1,14 @@
 """``GET /metrics`` as scrapers see it: the standard process and GC collectors, no
-``_created`` series, OpenMetrics and gzip on request, label values bounded in bytes, and
-who may scrape (``--metrics-auth``)."""
+``_created`` series, OpenMetrics and gzip on request, label values bounded in bytes, who
+may scrape (``--metrics-auth``), and docs/metrics.md as the stable list of names."""
 
 from __future__ import annotations
 
 import gzip
+import re
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -15,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cubequeue.server.config import Config
 from cubequeue.server.metrics import (
+    METRICS_VERSION,
     OTHER,
     Metrics,
     capped_prefixes,
@@ -186,3 +189,35 @@ def test_scrape_refusal(mode: str, peer: str | None, authorized: bool,
     if refusal is not None and status == 401:
         assert dict(refusal.headers)["WWW-Authenticate"].startswith("Basic ")
         assert b"--metrics-auth basic" in refusal.body
+
+
+# --- docs/metrics.md: the stable, versioned list ---------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+_ROW = re.compile(r"^\| `([a-z_]+)` \| (\w+) \|([^|]*)\|", re.MULTILINE)
+
+
+def _documented() -> dict[str, tuple[str, frozenset[str]]]:
+    out = {}
+    for name, kind, labels in _ROW.findall(DOC.read_text()):
+        out[name] = (kind, frozenset(re.findall(r"`([a-z_]+)`", labels.split("(")[0])))
+    return out
+
+
+def _served() -> dict[str, tuple[str, frozenset[str]]]:
+    metrics = Metrics(FakeStore(Stats(prefixes=[Prefix("q", 1)])))
+    metrics.observe_command("QUEUE ADD", "ok", 0.001)
+    body, _ = metrics.render_for("application/openmetrics-text", "")
+    out = {}
+    for family in om_parse(body.decode()):
+        labels = frozenset(k for s in family.samples for k in s.labels) - {"le"}
+        out[family.name] = (family.type, labels)
+    return out
+
+
+def test_docs_list_every_served_metric_and_nothing_else() -> None:
+    assert _documented() == _served()
+
+
+def test_docs_state_the_list_version() -> None:
+    assert f"**Metric list version {METRICS_VERSION}.**" in DOC.read_text()
