@@ -22,6 +22,8 @@ RUN pip install --no-cache-dir /tmp/dist/*.whl \
     && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin cubequeue
 USER 10001:10001
 EXPOSE 5432 3030
+# The healthcheck reads the flags of PID 1 (this ENTRYPOINT plus the arguments of docker
+# run), so "docker run cubequeue --port 6000" is checked on 6000.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 CMD ["cubequeue", "healthcheck"]
 # Exec form: cubequeue is PID 1 and gets SIGTERM itself; it stops within --shutdown-grace.
 STOPSIGNAL SIGTERM

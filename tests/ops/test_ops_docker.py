@@ -145,3 +145,22 @@ def test_hadolint_clean() -> None:
     proc = subprocess.run([hadolint, str(DOCKERFILE)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("run_args", [["--port", "6000"], ["--port=6000", "--host", "::"]])
+def test_healthcheck_reads_the_port_docker_run_gave(dockerfile: list[tuple[str, str]],
+                                                    run_args: list[str]) -> None:
+    """``docker run cubequeue --port 6000``: PID 1 is the ENTRYPOINT plus the run's
+    arguments, shown by the kernel as the interpreter running the console script; the
+    HEALTHCHECK (no --server-pid, so PID 1) must check the port given there."""
+    from cubequeue.server.cli import SERVER_PID, server_flags
+
+    words = dict(_final_stage(dockerfile))
+    entrypoint = json.loads(words["ENTRYPOINT"])
+    health = json.loads(words["HEALTHCHECK"][words["HEALTHCHECK"].index("CMD") + 3:])
+    assert "--server-pid" not in health and SERVER_PID == 1
+    pid1 = ["/usr/local/bin/python3.12", f"/usr/local/bin/{entrypoint[0]}", *entrypoint[1:],
+            *run_args]
+    flags = server_flags(pid1)
+    assert load_config([], {}).port != 6000
+    assert load_config([f"--port={flags['port']}"], {}).port == 6000
