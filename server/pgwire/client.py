@@ -297,7 +297,7 @@ class BackendDecoder:
     from "a PostgreSQL server that misbehaved".
     """
 
-    __slots__ = ("_buf", "_max", "_first")
+    __slots__ = ("_buf", "_first", "_max")
 
     def __init__(self, *, max_message_size: int = DEFAULT_MAX_BACKEND_MESSAGE,
                  startup: bool = False) -> None:
