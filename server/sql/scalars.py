@@ -123,7 +123,7 @@ def _cast_node(node: exp.Cast, scope: Scope) -> Compiled:
     if target is None:
         raise FeatureNotSupported(
             f"type {node.to.sql(dialect='postgres').lower()} is not supported "
-            "(use int8, int4, text, bool, timestamptz or interval)"
+            "(use int8, int4, text, bool, timestamp, timestamptz or interval)"
         )
     inner = compile_expr(node.this, scope)
     if inner.param is not None:
