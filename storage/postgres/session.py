@@ -158,8 +158,9 @@ class Session:
                 await conn.remove_listener(channel, heard)
 
     def _terminated(self, conn: object) -> None:
-        self._up.clear()
-        self._lost.set()
+        if conn is self._conn:  # not the old connection's late callback after a reconnect
+            self._up.clear()
+            self._lost.set()
 
     async def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -189,8 +190,7 @@ class Session:
                 await self._drop()
                 try:
                     await self._connect()
-                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError,
-                        StoreUnavailable) as exc:
+                except Exception as exc:  # whatever the driver raises, the loop must live on
                     _log.debug("session reconnect failed: %s", exc)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 2.0)
