@@ -29,7 +29,7 @@ from cubequeue.server.options import (
     read_users_file,
 )
 
-__all__ = ["healthcheck", "main", "server_flags"]
+__all__ = ["healthcheck", "main", "running_server_flags", "server_flags"]
 
 HEALTHCHECK_STATEMENT = "SYS CACHESTORE HEALTHCHECK"
 HEALTHCHECK_TIMEOUT_S = 3.0
@@ -102,6 +102,9 @@ def _healthcheck_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_PROC = Path("/proc")
+#: the init processes a container may run as PID 1 in front of the entry point
+_CONTAINER_INITS = frozenset({"docker-init", "tini", "tini-static", "dumb-init", "catatonit"})
 #: the flags of the server's command line the healthcheck uses, by Config field
 _SERVER_FIELDS = ("host", "port", "password", "password_file", "users_file")
 
@@ -134,26 +137,33 @@ def _server_args(argv: list[str]) -> list[str] | None:
     return None
 
 
-def _running_server_flags(pid: int) -> dict[str, object]:
-    """:func:`server_flags` of process ``pid``, or of its first child that is a cubequeue
-    server (``docker run --init`` makes tini PID 1); {} where /proc cannot tell."""
+def _cmdline(proc: Path, pid: int) -> list[str]:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode("utf-8", "replace") for part in raw.split(b"\0")[:-1]]
+
+
+def running_server_flags(pid: int, proc: Path = _PROC) -> dict[str, object]:
+    """:func:`server_flags` of process ``pid``; when ``pid`` is a container init
+    (``docker run --init`` makes tini PID 1), of its child that is a cubequeue server.
+    Any other process is not looked into, so outside a container the healthcheck never
+    picks up an unrelated server; {} where /proc cannot tell."""
     if pid <= 0:
         return {}
-    candidates = [pid]
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        children = []
-    candidates += [int(child) for child in children if child.isdigit()]
-    for candidate in candidates:
+    argv = _cmdline(proc, pid)
+    if argv and os.path.basename(argv[0]) in _CONTAINER_INITS:
         try:
-            raw = Path(f"/proc/{candidate}/cmdline").read_bytes()
+            children = (proc / str(pid) / "task" / str(pid) / "children").read_text().split()
         except OSError:
-            continue
-        argv = [part.decode("utf-8", "replace") for part in raw.split(b"\0")[:-1]]
-        if _server_args(argv) is not None:
-            return server_flags(argv)
-    return {}
+            children = []
+        for child in children:
+            child_argv = _cmdline(proc, int(child)) if child.isdigit() else []
+            if _server_args(child_argv) is not None:
+                return server_flags(child_argv)
+        return {}
+    return server_flags(argv) if _server_args(argv) is not None else {}
 
 
 def healthcheck(args: Sequence[str], environ: Mapping[str, str]) -> int:
@@ -164,7 +174,7 @@ def healthcheck(args: Sequence[str], environ: Mapping[str, str]) -> int:
     ns = _healthcheck_parser().parse_args(list(args))
     own = {k: v for k, v in vars(ns).items() if v is not None and k in ("host", "port",
                                                                          "password")}
-    flags = {**_running_server_flags(ns.server_pid), **own}
+    flags = {**running_server_flags(ns.server_pid), **own}
     try:
         host = str(option_value("host", flags, environ))
         port = option_value("port", flags, environ)

@@ -254,7 +254,8 @@ def test_healthcheck_reads_the_image_env(fake_pg: tuple[int, Script], tmp_path: 
     script.password = "pw:with:colons"
     script.replies = {"SYS CACHESTORE HEALTHCHECK": HEALTHY}
     users = tmp_path / "users"
-    users.write_text("# operators\nops:pw:with:colons  # first, so the healthcheck's\nother:x\n")
+    users.write_text("# operators\n# ops is first, so the healthcheck's\nops:pw:with:colons\n"
+                     "other:x\n")
     env = {"CUBEQUEUE_HOST": "0.0.0.0", "CUBEQUEUE_PORT": str(port),
            "CUBEQUEUE_USERS_FILE": str(users)}
     proc = _healthcheck(env=env)

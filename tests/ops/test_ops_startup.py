@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cubequeue.server.cli import server_flags
+from cubequeue.server.cli import running_server_flags, server_flags
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
 RUN_TIMEOUT_S = 60
@@ -181,3 +181,28 @@ def test_own_flags_win_over_the_server_s(cubequeue_server: CubequeueServer) -> N
             check=False)
     assert proc.returncode == 1
     assert f"127.0.0.1:{port} does not speak" in proc.stderr
+
+
+def _fake_proc(root: Path, processes: dict[int, list[str]], children: list[int]) -> Path:
+    for pid, argv in processes.items():
+        (root / str(pid) / "task" / str(pid)).mkdir(parents=True)
+        (root / str(pid) / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+    (root / "1" / "task" / "1" / "children").write_text(" ".join(map(str, children)) + " ")
+    return root
+
+
+SERVER_ARGV = ["/usr/local/bin/python3.12", "/usr/local/bin/cubequeue", "--port", "6000"]
+
+
+@pytest.mark.parametrize("init", ["/sbin/docker-init", "/usr/bin/tini", "dumb-init"])
+def test_behind_a_container_init_the_child_is_read(tmp_path: Path, init: str) -> None:
+    proc = _fake_proc(tmp_path, {1: [init, "--", "cubequeue", "--port", "6000"],
+                                 7: ["/bin/sh"], 8: SERVER_ARGV}, [7, 8])
+    assert running_server_flags(1, proc) == {"port": "6000"}
+
+
+def test_children_of_any_other_pid_1_are_ignored(tmp_path: Path) -> None:
+    proc = _fake_proc(tmp_path, {1: ["/sbin/init"], 8: SERVER_ARGV}, [8])
+    assert running_server_flags(1, proc) == {}
+    assert running_server_flags(0, proc) == {}
+    assert running_server_flags(99, proc) == {}  # no such process
