@@ -42,6 +42,7 @@ from websockets.http11 import Request, Response
 
 from cubequeue.server.console import Console, build_console
 from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
+from cubequeue.server.metrics import metrics_auth_mode, scrape_refusal
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
@@ -178,9 +179,19 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
                 return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
             return connection.respond(HTTPStatus.OK, "ready\n")
         if path == "/metrics":
-            body, content_type = ctx.metrics.render()
-            headers = Headers([("Content-Type", content_type), ("Content-Length", str(len(body)))])
-            return Response(HTTPStatus.OK, "OK", headers, body)
+            remote = connection.remote_address
+            refusal = scrape_refusal(
+                metrics_auth_mode(config),
+                remote[0] if remote else None,
+                lambda: _authorized(ctx, request.headers.get("Authorization")) is not None,
+            )
+            if refusal is not None:
+                status = HTTPStatus(refusal.status)
+                return Response(status, status.phrase, Headers(list(refusal.headers)), refusal.body)
+            body, headers = ctx.metrics.render_for(
+                request.headers.get("Accept", ""), request.headers.get("Accept-Encoding", "")
+            )
+            return Response(HTTPStatus.OK, "OK", Headers(headers), body)
         if console.handles(path):
             return console.respond(request)
         return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")

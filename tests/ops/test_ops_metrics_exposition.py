@@ -150,8 +150,6 @@ def test_long_prefix_over_psycopg_is_truncated_on_the_scrape(
     assert "_created" not in text
 
 
-@pytest.mark.xfail(strict=True, reason="server/http.py still calls Metrics.render(); "
-                   "it must call render_for(Accept, Accept-Encoding)")
 def test_real_server_negotiates_openmetrics_and_gzip(
         cubequeue_server: CubequeueServer) -> None:
     request = urllib.request.Request(f"{cubequeue_server.http_url}/metrics", headers={
