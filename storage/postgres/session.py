@@ -208,9 +208,12 @@ class Session:
                     await self._lead()
             except StoreUnavailable as exc:
                 _log.debug("session step failed: %s", exc)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError,
-                    QueueError) as exc:
+            except (asyncpg.PostgresError, QueueError) as exc:
                 _log.warning("queue database housekeeping failed: %s", exc)
+            except Exception as exc:  # a broken session connection: start it again
+                _log.debug("session connection broken: %s", exc)
+                self._up.clear()
+                self._lost.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._lost.wait(), self._poll_s)
 
