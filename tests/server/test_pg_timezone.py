@@ -19,14 +19,6 @@ from psycopg.types.string import TextLoader
 from cubequeue.server.pgclient import RawClient
 from cubequeue.server.pgwire import messages as m
 
-#: The formatter takes the zone (``pgwire.types.row_dumper(..., tz)``); the session has to
-#: hand it over (``PlainSession.zone`` into ``result_shape``/``PreparedStatement.shape``).
-#: Strict, so the marks fail loudly once the session does, and are then removed.
-_ZONE_REACHES_THE_ENCODER = pytest.mark.xfail(
-    strict=True,
-    reason="pgwire/session.py does not yet pass PlainSession.zone to the result shapes",
-)
-
 _SELECT = "SELECT created, created::text FROM system.queue WHERE prefix = %s"
 
 
@@ -66,9 +58,9 @@ def _instant(server, prefix: str) -> datetime:
 @pytest.mark.parametrize(
     "zone",
     [
-        pytest.param("Europe/Paris", marks=_ZONE_REACHES_THE_ENCODER),
-        pytest.param("America/New_York", marks=_ZONE_REACHES_THE_ENCODER),
-        pytest.param("Asia/Kolkata", marks=_ZONE_REACHES_THE_ENCODER),
+        "Europe/Paris",
+        "America/New_York",
+        "Asia/Kolkata",
         "UTC",
     ],
 )
@@ -89,7 +81,6 @@ def test_text_column_and_cast_use_the_session_zone(server, added, zone):
         assert column == _iso(instant.astimezone(ZoneInfo(zone)))
 
 
-@_ZONE_REACHES_THE_ENCODER
 def test_simple_query_uses_the_session_zone(server, added):
     instant = _instant(server, added)
     with RawClient(server.host, server.port) as client:
