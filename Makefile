@@ -39,6 +39,7 @@ system-deps:
 	command -v node >/dev/null || need="$$need nodejs"; \
 	command -v npm >/dev/null || need="$$need npm"; \
 	command -v openssl >/dev/null || need="$$need openssl"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	[ -x /usr/bin/chromium ] || need="$$need chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	if [ -n "$$need" ]; then \

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 
 import asyncpg
@@ -59,7 +59,7 @@ class Session:
         limits: Limits,
         *,
         on_event: Callable[[AckEvent], None],
-        on_clock: Callable[[], Awaitable[None]],
+        on_clock: Callable[[], Coroutine[object, object, None]],
         poll_s: float = 0.2,
         recheck_s: float = 5.0,
         housekeeping_s: float = 1.0,

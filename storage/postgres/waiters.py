@@ -113,12 +113,18 @@ class WaiterHub:
 
     def _remove(self, waiter: Waiter) -> None:
         key = waiter.key
-        bucket = self._by_id if isinstance(key, int) else self._by_path
-        group = bucket.get(key)  # type: ignore[call-overload]  # int keys in _by_id, str in _by_path
-        if group is not None:
-            group.pop(waiter, None)
-            if not group:
-                del bucket[key]  # type: ignore[arg-type]
+        if isinstance(key, int):
+            group = self._by_id.get(key)
+            if group is not None:
+                group.pop(waiter, None)
+                if not group:
+                    del self._by_id[key]
+        else:
+            group = self._by_path.get(key)
+            if group is not None:
+                group.pop(waiter, None)
+                if not group:
+                    del self._by_path[key]
 
     def matching(self, event: AckEvent) -> tuple[list[Waiter], list[Waiter]]:
         """(id waiters, path waiters) that ``event`` answers, looking ones excluded."""

@@ -86,7 +86,7 @@ def test_ack_null_wakes_with_a_null_payload_and_cancel_withdraws(fresh_dsn: str)
         one, two = await front_ends(fresh_dsn, 2)
         try:
             await one.execute(QueueAdd(path="q:a", payload="p"))
-            waiter, fut = await wait_blocking(two, "q:a")
+            _, fut = await wait_blocking(two, "q:a")
             other, other_fut = await wait_blocking(two, "q:a")
             assert isinstance(other, Waiter)
             other.cancel()

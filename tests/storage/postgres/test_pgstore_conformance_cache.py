@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import START, Backend, BackendFactory
+from pgstore_backend import START, Backend, BackendFactory
 
 from cubequeue.grammar.commands import (
     CacheGet,

@@ -7,7 +7,7 @@ the PostgreSQL store must give the same rows, types and errors.
 from __future__ import annotations
 
 import pytest
-from conftest import START, Backend, BackendFactory
+from pgstore_backend import START, Backend, BackendFactory
 
 from cubequeue.grammar.commands import (
     QueueAck,

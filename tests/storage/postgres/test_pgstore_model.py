@@ -11,10 +11,10 @@ leader, which these tests do not run.
 from __future__ import annotations
 
 import pytest
-from conftest import Backend
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from pgstore_backend import Backend
 
 from cubequeue.grammar.commands import (
     CacheGet,
