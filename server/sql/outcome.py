@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
+from cubequeue.server.pgwire import oids
 
 __all__ = [
     "HINT",
@@ -36,19 +37,13 @@ HINT = (
     "system.queue_prefixes and system.queue_log"
 )
 
-OID_BOOL = 16
-OID_INT8 = 20
-OID_INT4 = 23
-OID_TEXT = 25
-OID_TIMESTAMPTZ = 1184
-OID_VOID = 2278
-
-_DEFAULT_OIDS = {
-    ColumnType.STRING: OID_TEXT,
-    ColumnType.INT: OID_INT8,
-    ColumnType.BOOLEAN: OID_BOOL,
-    ColumnType.TIMESTAMP: OID_TIMESTAMPTZ,
-}
+# The type OIDs plain SQL answers with, from the one OID table.
+OID_BOOL = oids.BOOL
+OID_INT8 = oids.INT8
+OID_INT4 = oids.INT4
+OID_TEXT = oids.TEXT
+OID_TIMESTAMPTZ = oids.TIMESTAMPTZ
+OID_VOID = oids.VOID
 
 TxChange = Literal["begin", "commit", "rollback"]
 #: What the wire must do to its own state (prepared statements, portals) afterwards.
@@ -60,7 +55,7 @@ Effect = (
 def default_oid(type_: ColumnType) -> int:
     """The OID a dialect column type is sent as (text, int8, bool, timestamptz; see
     ``docs/dialect.md`` §1.5)."""
-    return _DEFAULT_OIDS[type_]
+    return oids.COLUMN_OIDS[type_]
 
 
 @dataclass(frozen=True, slots=True)
