@@ -60,6 +60,15 @@ def _unsupported(sql: str) -> FeatureNotSupported:
     return FeatureNotSupported(f"cubequeue does not support this statement: {shown[:60]}", hint=HINT)
 
 
+def _refuse_preaggregation(sql: str) -> None:
+    """0A000 with the setup hint for what a pre-aggregation build sends (CREATE SCHEMA,
+    SHOW SCHEMAS…); imported here because :mod:`.refusals` loads sqlglot."""
+    from .refusals import refuse_statement
+
+    if (refused := refuse_statement(sql)) is not None:
+        raise refused
+
+
 def _reported_diff(session: PlainSession, before: dict[str, str]) -> dict[str, str]:
     after = session.reported()
     return {k: v for k, v in after.items() if before.get(k) != v}
@@ -176,6 +185,8 @@ _SESSION: dict[str, Callable[[TokenReader, PlainSession], PlainOutcome]] = {
     "unlisten": lambda r, s: _unlisten(r),
 }
 _TX_WORDS = frozenset({"begin", "start", "commit", "end", "rollback", "abort"})
+#: first words of what a pre-aggregation build sends (refused by :mod:`.refusals`)
+_REFUSED_WORDS = frozenset({"create", "drop", "insert", "alter", "show"})
 #: the first words that may run in a failed transaction block (they end it)
 TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
 
@@ -265,6 +276,8 @@ def run_plain(sql: str, session: PlainSession, store: PlainStore,
     if fast is not None:
         return fast(session)
     word = first_word(sql)
+    if word in _REFUSED_WORDS:
+        _refuse_preaggregation(sql)
     if word == "select":
         return _select(sql, session, store, params)
     if word == "":
@@ -297,6 +310,8 @@ def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainD
     if word == "select":
         plan = _plan(sql)
         return PlainDescription(len(plan.param_oids), plan.columns, plan.type_oids, plan.param_oids)
+    if word in _REFUSED_WORDS:
+        _refuse_preaggregation(sql)
     if word == "show":
         r = TokenReader(tokenize(sql), sql)
         r.i = 1
