@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from cubequeue.grammar.results import Column, ColumnType, columns
+from cubequeue.grammar.results import Column, ColumnType, columns, id_column
 
 __all__ = [
     "CacheGet",
@@ -85,10 +85,13 @@ class Command:
         return self.RESULT_COLUMNS
 
 
-_ADD_COLUMNS = columns(("id", S), ("added", B), ("pending", I))
+#: the columns holding a numeric queue id are ``int8`` on the PostgreSQL wire (§8 rule 6)
+_ID = id_column("id")
+_QUEUE_ID = id_column("queue_id")
+_ADD_COLUMNS = columns(_ID, ("added", B), ("pending", I))
 _PAYLOAD_EXTRA = columns(("payload", S), ("extra", S))
-_RESULT_COLUMNS = columns(("payload", S), ("type", S), ("id", S), ("external_id", S))
-_LIST_COLUMNS = columns(("id", S), ("queue_id", S), ("status", S), ("extra", S))
+_RESULT_COLUMNS = columns(("payload", S), ("type", S), _ID, ("external_id", S))
+_LIST_COLUMNS = columns(("id", S), _QUEUE_ID, ("status", S), ("extra", S))
 _NAME_VALUE = columns(("name", S), ("value", S), ("description", S))
 
 
@@ -123,7 +126,7 @@ class QueueAddAndRetrieve(Command):
 class QueueRetrieve(Command):
     tag: ClassVar[str] = "QUEUE RETRIEVE"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(
-        ("payload", S), ("extra", S), ("pending", I), ("active", S), ("id", S)
+        ("payload", S), ("extra", S), ("pending", I), ("active", S), _ID
     )
     path: str | Param
     concurrency: int | Param = 1
@@ -185,7 +188,7 @@ class QueueToCancel(Command):
     """TO_CANCEL (both timeouts), STALLED (heartbeat only) or ORPHANED (orphaned only)."""
 
     tag: ClassVar[str] = "QUEUE TO_CANCEL"
-    RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("id", S), ("queue_id", S))
+    RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("id", S), _QUEUE_ID)
     prefix: str | Param
     heartbeat_timeout: int | Param | None = None  # ms
     orphaned_timeout: int | Param | None = None  # ms

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-__all__ = ["EMPTY", "Column", "ColumnType", "ResultSet", "Row", "Value", "columns"]
+__all__ = ["EMPTY", "Column", "ColumnType", "ResultSet", "Row", "Value", "columns", "id_column"]
 
 Value = str | int | bool | None
 Row = tuple[Value, ...]
@@ -33,6 +33,10 @@ class ColumnType(enum.Enum):
 class Column:
     name: str
     type: ColumnType
+    #: the column holds a numeric queue id: String in Cube Store's frame (so the WebSocket
+    #: sends text, as Cube's driver expects), ``int8`` on the PostgreSQL wire, so the id
+    #: read there can be passed back as an id parameter (``docs/dialect.md`` §8 rule 6)
+    holds_id: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +49,15 @@ class ResultSet:
         return not self.columns
 
 
-def columns(*spec: tuple[str, ColumnType]) -> tuple[Column, ...]:
-    """``columns(("id", S), ("added", B))`` — a compact way to declare a schema."""
-    return tuple(Column(name, type_) for name, type_ in spec)
+def columns(*spec: tuple[str, ColumnType] | Column) -> tuple[Column, ...]:
+    """``columns(("id", S), ("added", B))`` — a compact way to declare a schema; a
+    :class:`Column` is taken as is (for :func:`id_column`)."""
+    return tuple(c if isinstance(c, Column) else Column(c[0], c[1]) for c in spec)
+
+
+def id_column(name: str) -> Column:
+    """A String column holding a numeric queue id (see :attr:`Column.holds_id`)."""
+    return Column(name, ColumnType.STRING, holds_id=True)
 
 
 EMPTY = ResultSet(())

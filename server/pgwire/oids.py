@@ -3,14 +3,15 @@
 Only builtin OIDs (``pg_type.dat``) appear, because asyncpg introspects ``pg_catalog`` for
 any OID it has no codec for, and cubequeue has no catalog to answer with. A store column
 maps to a type as ``docs/dialect.md`` §8 rule 6 says: String → text, Int → int8,
-Boolean → bool, Timestamp (integer ms since the epoch) → timestamptz.
+Boolean → bool, Timestamp (integer ms since the epoch) → timestamptz, and a String
+column holding a numeric queue id (``Column.holds_id``) → int8.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from cubequeue.grammar.results import ColumnType
+from cubequeue.grammar.results import Column, ColumnType
 
 __all__ = [
     "BOOL",
@@ -80,6 +81,6 @@ CAST_OIDS: Final = {
 }  # fmt: skip
 
 
-def column_oid(type_: ColumnType) -> int:
-    """The OID a store column type is sent as (``docs/dialect.md`` §8 rule 6)."""
-    return COLUMN_OIDS[type_]
+def column_oid(column: Column) -> int:
+    """The OID a store column is sent as (``docs/dialect.md`` §8 rule 6)."""
+    return INT8 if column.holds_id else COLUMN_OIDS[column.type]

@@ -25,8 +25,8 @@ from cubequeue.server.errors import InvalidCursorName, InvalidStatementName
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
 from cubequeue.server.pgwire.errors import DuplicateCursor, DuplicatePreparedStatement
+from cubequeue.server.pgwire.oids import column_oid
 from cubequeue.server.pgwire.types import (
-    COLUMN_OIDS,
     INT2,
     INT4,
     INT8,
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ColumnSpec",
     "Names",
+    "ParamOids",
     "Portal",
     "PreparedStatement",
     "ResultShape",
@@ -76,20 +77,55 @@ def _slot_oid(param: Param) -> int:
     return TEXT
 
 
+class ParamOids(tuple[int, ...]):
+    """A dialect statement's parameter OIDs (what ParameterDescription reports), plus
+    the 0-based positions of the key-slot parameters the client sent untyped (OID 0):
+    reported as ``text``, yet all-digit text there is a numeric id
+    (``docs/dialect.md`` §8 rule 5), which a declared ``text`` never is."""
+
+    untyped_keys: frozenset[int] = frozenset()
+
+
 def dialect_param_oids(params: Sequence[Param], declared: Sequence[int]) -> tuple[int, ...]:
     """ParameterDescription of a dialect statement: declared OIDs win, else the slot's."""
     by_index = {p.index: p for p in params}
     count = max(len(declared), max(by_index, default=0))
     out = []
+    untyped_keys = []
     for i in range(1, count + 1):
         given = declared[i - 1] if i <= len(declared) else 0
         if given:
             out.append(given)
         elif i in by_index:
-            out.append(_slot_oid(by_index[i]))
+            param = by_index[i]
+            out.append(_slot_oid(param))
+            if param.slot is Slot.KEY and param.cast is None:  # ``$1::text`` stays a path
+                untyped_keys.append(i - 1)
         else:
             out.append(TEXT)
-    return tuple(out)
+    oids = ParamOids(out)
+    if untyped_keys:
+        oids.untyped_keys = frozenset(untyped_keys)
+    return oids
+
+
+def _digits_as_ids(load: ParamsLoader, positions: frozenset[int]) -> ParamsLoader:
+    """``load``, then all-digit text at ``positions`` becomes an ``int`` (an id for bind)."""
+
+    def load_ids(params: Sequence[bytes | None]) -> tuple[ParamValue, ...]:
+        values = load(params)
+        if not any(_is_digits(values[i]) for i in positions):
+            return values
+        return tuple(
+            int(v) if i in positions and _is_digits(v) else v  # type: ignore[arg-type]
+            for i, v in enumerate(values)
+        )
+
+    return load_ids
+
+
+def _is_digits(value: ParamValue) -> bool:
+    return type(value) is str and value.isascii() and value.isdigit()
 
 
 def columns_of(columns: Sequence[Column], oids: Sequence[int] | None = None) -> ColumnSpec:
@@ -97,7 +133,7 @@ def columns_of(columns: Sequence[Column], oids: Sequence[int] | None = None) -> 
     if not columns:
         return None
     if oids is None:
-        return tuple((c.name, COLUMN_OIDS[c.type]) for c in columns)
+        return tuple((c.name, column_oid(c)) for c in columns)
     return tuple((c.name, oid) for c, oid in zip(columns, oids, strict=True))
 
 
@@ -189,6 +225,8 @@ class PreparedStatement:
         if load is None:
             oids = self.param_oids
             load = params_loader(oids, formats_for(codes, len(oids), "parameter"))
+            if isinstance(oids, ParamOids) and oids.untyped_keys:
+                load = _digits_as_ids(load, oids.untyped_keys)
             if len(self._loaders) < _MAX_CACHED_FORMATS:
                 self._loaders[codes] = load
         return load

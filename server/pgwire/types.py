@@ -139,7 +139,8 @@ def _int4_bin_out(value: object) -> bytes:
 
 
 def _int8_bin_out(value: object) -> bytes:
-    return _I64.pack(value)
+    # int(): a queue id column holds the id's decimal text (``Column.holds_id``)
+    return _I64.pack(int(value))  # type: ignore[call-overload]  # ints or digits by schema
 
 
 def _bool_bin_out(value: object) -> bytes:
@@ -272,8 +273,6 @@ def _bool_bin_in(raw: bytes) -> bool:
     if len(raw) != 1:
         raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter")
     return raw != b"\x00"
-
-
 
 
 def _timestamp_text_in(raw: bytes) -> int:
