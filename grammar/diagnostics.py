@@ -12,6 +12,11 @@ contract quotes (§1.1, §4.7, §5.1): ``Unknown queue command: foo``,
 ``Invalid token: <token>, expected Word (command)``. This runs only on the error path, so
 valid statements pay nothing for it.
 
+Two hints help a psql user act on the error (PostgreSQL's field H; the message keeps
+Cube Store's wording): an unknown command names the nearest known one
+(``did you mean ADD?``, by :func:`difflib.get_close_matches`), and a path or key written
+without quotes (``CACHE GET c:k``: the word ends at ``:``) is shown quoted.
+
 The generic text names what the failing *slot* takes in sqlparser's words, as the contract
 quotes them (§1.3, §3.4, §8 rule 10): ``Expected: identifier`` for an IDENT / IDENT-P slot
 (paths, prefixes, cache keys), ``Expected: literal string`` for a STR / STR-P slot
@@ -28,6 +33,9 @@ where LALR merged a value's last state across every place the value is used.
 
 from __future__ import annotations
 
+import difflib
+import re
+
 from lark import Token
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
@@ -37,7 +45,26 @@ from cubequeue.grammar.errors import QueueError, SyntaxError
 __all__ = ["from_lark"]
 
 _QUEUE_COMMANDS = frozenset(
-    ["add", "add_and_retrieve", "retrieve", "ack", "cancel", "get", "heartbeat", "merge_extra", "list", "pending", "active", "to_cancel", "stalled", "orphaned", "result", "result_blocking", "truncate", "purge"]
+    [
+        "add",
+        "add_and_retrieve",
+        "retrieve",
+        "ack",
+        "cancel",
+        "get",
+        "heartbeat",
+        "merge_extra",
+        "list",
+        "pending",
+        "active",
+        "to_cancel",
+        "stalled",
+        "orphaned",
+        "result",
+        "result_blocking",
+        "truncate",
+        "purge",
+    ]
 )
 _CACHE_COMMANDS = frozenset(["set", "get", "keys", "remove", "truncate", "incr", "purge"])
 _CACHESTORE_COMMANDS = frozenset(["compaction", "persist", "healthcheck", "eviction", "info"])
@@ -118,8 +145,32 @@ def _token_at(sql: str, pos: int) -> tuple[str, int, str]:
     return sql[start:end], start, kind
 
 
-def _error(message: str, sql: str, pos: int) -> SyntaxError:
-    return SyntaxError(message, position=pos + 1)
+def _error(message: str, sql: str, pos: int, hint: str | None = None) -> SyntaxError:
+    return SyntaxError(message, position=pos + 1, hint=hint)
+
+
+def _nearest(word: str, known: frozenset[str]) -> str | None:
+    """``did you mean ADD?`` for a misspelt command word, or ``None`` if none is close."""
+    close = difflib.get_close_matches(word, sorted(known), n=1)
+    return f"did you mean {close[0].upper()}?" if close else None
+
+
+#: an unquoted path: word characters, then ``:`` and anything up to a blank or quote
+_UNQUOTED_PATH = re.compile(r"[A-Za-z0-9_]+(?::[^\s'\"`;]*)+")
+
+
+def _quote_hint(sql: str, pos: int) -> str | None:
+    """For a ``:`` found right after a word: that word and what follows, quoted."""
+    start = pos
+    while start > 0 and (sql[start - 1].isalnum() or sql[start - 1] == "_"):
+        start -= 1
+    m = _UNQUOTED_PATH.match(sql, start)
+    if start == pos or m is None:
+        return None
+    path = m.group()
+    if len(path) > _MAX_SHOWN:
+        return "paths and keys are string literals: quote them ('prefix:key')"
+    return f"paths and keys are string literals: write '{path}'"
 
 
 def _head_error(sql: str) -> SyntaxError | None:
@@ -135,18 +186,20 @@ def _head_error(sql: str) -> SyntaxError | None:
             return _error("Unknown system command", sql, pos2)
         return _error(f"Invalid token: {_shown(second)}, expected Word (command)", sql, pos2)
     if group == "queue" and word not in _QUEUE_COMMANDS:
-        return _error(f"Unknown queue command: {word}", sql, pos2)
+        return _error(f"Unknown queue command: {word}", sql, pos2, _nearest(word, _QUEUE_COMMANDS))
     if group == "cache" and word not in _CACHE_COMMANDS:
         return _error(
             f"Unknown cache command: {word}, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE",
             sql,
             pos2,
+            _nearest(word, _CACHE_COMMANDS),
         )
     if group == "sys":
         if word == "cachestore":
             third, pos3, _kind = _token_at(sql, pos2 + len(second))
             if third.lower() not in _CACHESTORE_COMMANDS:
-                return _error("Unknown cachestore command", sql, pos3)
+                hint = _nearest(third.lower(), _CACHESTORE_COMMANDS)
+                return _error("Unknown cachestore command", sql, pos3, hint)
         elif word != "clock":
             return _error("Unknown system command", sql, pos2)
     return None
@@ -195,6 +248,7 @@ def from_lark(sql: str, exc: LarkError) -> QueueError:
         return probed
     if what is None:
         what = "end of statement" if expected & _END else _expected(expected)
+    hint = _quote_hint(sql, pos) if found == ":" else None
     return _error(
-        f"Expected: {what}, found: {_shown(found)} at Line: {line}, Column: {col}", sql, pos
+        f"Expected: {what}, found: {_shown(found)} at Line: {line}, Column: {col}", sql, pos, hint
     )
