@@ -96,3 +96,19 @@ def test_node_postgres_number_is_an_id(server):
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.strip() == "OK"
+
+
+def test_result_by_path_is_read_once_by_id_many_times(server):
+    path = f"{prefix()}:r"
+    with psycopg.connect(**kw(server), autocommit=True) as c:
+        (qid, _added, _pending) = c.execute("QUEUE ADD %s %s", (path, "x")).fetchone()
+        c.execute("QUEUE RETRIEVE %s", (path,))
+        assert c.execute("QUEUE ACK %s %s", (qid, "done")).fetchone() == (True,)
+        table = "SELECT deleted FROM system.queue_results WHERE id = %s"
+        assert c.execute(table, (qid,)).fetchall() == [(False,)]
+        row = ("done", "success", qid, None)
+        assert c.execute("QUEUE RESULT %s", (path,)).fetchall() == [row]
+        assert c.execute("QUEUE RESULT %s", (path,)).fetchall() == []  # consumed by path
+        assert c.execute(table, (qid,)).fetchall() == [(True,)]
+        for _ in range(3):  # by id: the same row every time
+            assert c.execute("QUEUE RESULT %s", (qid,)).fetchall() == [row]
