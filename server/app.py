@@ -4,14 +4,16 @@ The only place that reads the wall clock for the store (through an
 :class:`AdjustableClock`, so ``--test-clock`` can move it) and that owns the process'
 signals. Shutdown on SIGTERM/SIGINT: ``/readyz`` answers 503 at once, the PostgreSQL
 listener stops accepting, every open connection is told to end (57P01 on the PostgreSQL
-wire, blocked waiters included), and the process exits once they are gone or
-``--shutdown-grace`` has passed.
+wire, blocked waiters included), and the HTTP listener stays up, ``/readyz`` answering
+503, until ``--shutdown-grace`` has passed, so a load balancer polling it sees the drain
+instead of a refused connection. A second signal ends the wait at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import signal
@@ -30,7 +32,7 @@ from cubequeue.storage.store import Store
 if TYPE_CHECKING:
     from cubequeue.storage.queue_log import Departure
 
-__all__ = ["build_context", "run", "serve"]
+__all__ = ["build_context", "open_doors", "run", "serve"]
 
 _log = logging.getLogger("cubequeue.server")
 _queue_log = logging.getLogger("cubequeue.queue")
@@ -55,6 +57,73 @@ def _log_departure(departure: Departure) -> None:
         )
 
 
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name or a wildcard: reachable from elsewhere, say so
+
+
+def open_doors(config: Config) -> list[str]:
+    """One WARNING line for every listener that takes unauthenticated clients on an
+    address other hosts can reach (the image's default is all of them)."""
+    if _is_loopback(config.host):
+        return []
+    where = f"{config.host}"
+    doors: list[str] = []
+    if config.auth == "trust":
+        doors.append(f"the PostgreSQL wire on {where}:{config.port} accepts every client "
+                     "without a password (--auth trust)")
+    if config.ws_auth == "none":
+        limited = (f", limited to {config.ws_allow} (--ws-allow)"
+                   if config.ws_allow else " from any network (see --ws-allow)")
+        doors.append(f"/ws on {where}:{config.http_port} accepts every client without "
+                     f"credentials (--ws-auth none){limited}")
+    console = config.console_auth or ("basic" if config.auth != "trust" else "none")
+    if console == "none":
+        doors.append(f"the web console on {where}:{config.http_port} is open "
+                     "(--console-auth none)")
+    metrics = config.metrics_auth or ("basic" if config.auth != "trust" else "none")
+    if metrics == "none":
+        doors.append(f"/metrics on {where}:{config.http_port} is open (--metrics-auth none)")
+    return doors
+
+
+class _DescriptorAlarm:
+    """The loop's exception handler: running out of file descriptors (EMFILE, ENFILE)
+    while accepting is logged at ERROR, at most once a minute with a count, since the
+    accept loop retries every second; anything else goes to asyncio's default handler."""
+
+    INTERVAL_S = 60.0
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._last: float | None = None
+        self._missed = 0
+
+    def handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, object]) -> None:
+        exc = context.get("exception")
+        if not (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)):
+            loop.default_exception_handler(context)
+            return
+        now = self._now()
+        if self._last is not None and now - self._last < self.INTERVAL_S:
+            self._missed += 1
+            return
+        more = f" ({self._missed} more since the last line)" if self._missed else ""
+        _log.error("out of file descriptors, new connections wait: %s%s; raise the limit "
+                   "(ulimit -n) or lower --max-connections and "
+                   "--max-unauthenticated-connections", exc.strerror, more)
+        self._last, self._missed = now, 0
+
+
 def limits_from(config: Config) -> Limits:
     return Limits(
         results_expire_ms=config.results_expire * 1000,
@@ -72,8 +141,10 @@ def build_context(config: Config) -> ServerContext:
     from cubequeue.server.metrics import Metrics
 
     clock = AdjustableClock(_wall_clock_ms)
+    # The store stays the in-memory one: server/stores.py's PostgreSQL store answers
+    # stats() asynchronously, which the /metrics collector cannot read yet.
     store = Store(clock, limits_from(config), on_departure=_log_departure)
-    metrics = Metrics(store)
+    metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes)
     executor = Executor(
         store,
         max_blocking_timeout_ms=config.max_blocking_timeout,
@@ -83,6 +154,7 @@ def build_context(config: Config) -> ServerContext:
     connections = ConnectionRegistry(
         max_connections=config.max_connections,
         max_per_user=config.max_connections_per_user,
+        max_unauthenticated=config.max_unauthenticated_connections,
         metrics=metrics,
     )
     return ServerContext(
@@ -99,11 +171,18 @@ def build_context(config: Config) -> ServerContext:
 
 async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | None = None) -> None:
     from cubequeue.server.http import start_http_server
-    from cubequeue.server.pgwire.listener import start_pg_server
+    from cubequeue.server.pgwire.listener import start_pg_server, start_unix_server
 
     ctx = build_context(config)
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_DescriptorAlarm(loop.time).handle)
     pg_server = await start_pg_server(ctx)
+    unix_server = None
+    if config.unix_socket_dir is not None:
+        unix_server = await start_unix_server(ctx, config.unix_socket_dir)
     http_server = await start_http_server(ctx)
+    for warning in open_doors(config):
+        _log.warning("%s", warning)
     # Everything built so far lives as long as the process: keep it out of the cyclic
     # collector's generations so each collection walks only what commands allocate.
     gc.collect()
@@ -117,28 +196,39 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
         on_ready(ctx)
 
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
+        stop.clear()  # a second signal cuts the grace period short
     finally:
-        await _shutdown(ctx, pg_server, http_server)
+        if unix_server is not None:
+            unix_server.close()
+        await _shutdown(ctx, pg_server, http_server, stop)
 
 
 async def _shutdown(
-    ctx: ServerContext, pg_server: asyncio.AbstractServer, http_server: _Closable
+    ctx: ServerContext, pg_server: asyncio.AbstractServer, http_server: _Closable,
+    again: asyncio.Event | None = None,
 ) -> None:
-    _log.info("shutting down (grace %d s)", ctx.config.shutdown_grace)
+    grace = ctx.config.shutdown_grace
+    _log.info("shutting down (grace %d s, /readyz answers 503 until then)", grace)
     ctx.shutting_down = True
     pg_server.close()
     ctx.connections.shutdown_all()
-    deadline = time.monotonic() + ctx.config.shutdown_grace
-    while len(ctx.connections) and time.monotonic() < deadline:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    while len(ctx.connections) and loop.time() < deadline:
+        if again is not None and again.is_set():
+            break
         await asyncio.sleep(0.05)
     if len(ctx.connections):
         _log.warning("%d connection(s) still open after the grace period", len(ctx.connections))
+    remaining = deadline - loop.time()
+    if again is not None and remaining > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(again.wait(), remaining)
     http_server.close()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(http_server.wait_closed(), 2)

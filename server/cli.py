@@ -61,7 +61,7 @@ def _serve(args: list[str], environ: Mapping[str, str]) -> int:
 
     from cubequeue.server.logs import setup_logging
 
-    setup_logging(config)
+    limiter = setup_logging(config)
     from cubequeue.server.app import run  # the server proper: imported only to run it
 
     try:
@@ -72,6 +72,8 @@ def _serve(args: list[str], environ: Mapping[str, str]) -> int:
             raise
         print(f"cubequeue: {failure}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        limiter.flush()  # the "... repeated K times" lines still pending at exit
     return EXIT_OK
 
 

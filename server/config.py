@@ -52,6 +52,19 @@ class Config:
     metrics_auth: str | None = None
     #: longest label value on /metrics, in UTF-8 bytes; longer ones are cut and marked
     max_metrics_label_bytes: int = 200
+    #: peer networks allowed on ``/ws``, comma-separated CIDR (as pg_hba's address
+    #: column), normalised; None: any peer
+    ws_allow: str | None = None
+    #: sockets that have not authenticated yet, capped apart from ``max_connections``
+    max_unauthenticated_connections: int = 100
+    #: seconds a socket may stay silent before its first byte (authentication: 60 s)
+    startup_timeout: int = 10
+    #: refuse plaintext PostgreSQL connections with 28000, as pg_hba's ``hostssl``
+    tls_required: bool = False
+    #: serve the HTTP port (``/ws``, probes, metrics) over TLS with ``--tls-cert``
+    http_tls: bool = False
+    #: also listen on ``DIR/.s.PGSQL.<port>``, where psql looks without ``-h``
+    unix_socket_dir: str | None = None
 
 
 #: the listener options whose port a bind error may name, in the order they are bound

@@ -2,7 +2,9 @@
 
 One :class:`ServerContext` exists per server process. The :class:`ConnectionRegistry`
 enforces ``--max-connections`` / ``--max-connections-per-user`` across both wires (a
-connection cap: 53300), writes the one log line per connection
+connection cap: 53300) on authenticated connections only, so sockets that never finish
+a login cannot lock a user out; those wait in a pool of their own, capped by
+``--max-unauthenticated-connections``. It writes the one log line per connection
 open and close, keeps the PostgreSQL cancel keys, and tells every open connection to
 end when the server shuts down.
 """
@@ -50,6 +52,8 @@ class ConnectionInfo:
     peer: str
     on_shutdown: Callable[[], None]
     opened_at: float = field(default_factory=time.monotonic)
+    #: admitted by :meth:`ConnectionRegistry.open_pending`, not yet authenticated
+    pending: bool = False
 
 
 class _Observer:
@@ -66,10 +70,13 @@ class ConnectionRegistry:
         *,
         max_connections: int,
         max_per_user: int,
+        max_unauthenticated: int = 100,
         metrics: _Observer | Metrics | None = None,
     ) -> None:
         self._max = max_connections
         self._max_per_user = max_per_user
+        self._max_pending = max_unauthenticated
+        self._pending: dict[int, ConnectionInfo] = {}
         self._metrics = metrics
         self._ids = count(1)
         self._open: dict[int, ConnectionInfo] = {}
@@ -77,12 +84,41 @@ class ConnectionRegistry:
         self._backends: dict[int, tuple[int, Callable[[], None]]] = {}
 
     def __len__(self) -> int:
-        return len(self._open)
+        return len(self._open) + len(self._pending)
+
+    def open_pending(
+        self, protocol: str, peer: str, on_shutdown: Callable[[], None]
+    ) -> ConnectionInfo:
+        """Admit a socket that has not authenticated yet (counted only against
+        ``--max-unauthenticated-connections``), or raise 53300 naming that cap."""
+        if len(self._pending) >= self._max_pending:
+            raise TooManyConnections(
+                "sorry, too many connections waiting to authenticate "
+                f"(--max-unauthenticated-connections is {self._max_pending})"
+            )
+        info = ConnectionInfo(next(self._ids), protocol, None, peer, on_shutdown, pending=True)
+        self._pending[info.id] = info
+        return info
+
+    def authenticate(self, info: ConnectionInfo, user: str) -> None:
+        """Move a pending connection to the authenticated ones under ``user``, or raise
+        53300 naming the cap that refused it (the connection stays pending: close it)."""
+        self._check_caps(user)
+        del self._pending[info.id]
+        info.pending = False
+        info.user = user
+        self._admit(info)
 
     def open(
         self, protocol: str, user: str | None, peer: str, on_shutdown: Callable[[], None]
     ) -> ConnectionInfo:
         """Admit a connection, or raise 53300 naming the cap that refused it."""
+        self._check_caps(user)
+        info = ConnectionInfo(next(self._ids), protocol, user, peer, on_shutdown)
+        self._admit(info)
+        return info
+
+    def _check_caps(self, user: str | None) -> None:
         if len(self._open) >= self._max:
             raise TooManyConnections(
                 f"sorry, too many clients already (--max-connections is {self._max})"
@@ -92,20 +128,23 @@ class ConnectionRegistry:
                 f'too many connections for role "{user}" '
                 f"(--max-connections-per-user is {self._max_per_user})"
             )
-        info = ConnectionInfo(next(self._ids), protocol, user, peer, on_shutdown)
+
+    def _admit(self, info: ConnectionInfo) -> None:
         self._open[info.id] = info
-        if user is not None:
-            self._per_user[user] += 1
+        if info.user is not None:
+            self._per_user[info.user] += 1
         if self._metrics is not None:
-            self._metrics.connection_opened(protocol)
+            self._metrics.connection_opened(info.protocol)
         _log.info(
             "connection opened",
-            extra={"conn_id": info.id, "protocol": protocol, "peer": peer, "user": user or ""},
+            extra={"conn_id": info.id, "protocol": info.protocol, "peer": info.peer,
+                   "user": info.user or ""},
         )
-        return info
 
     def close(self, info: ConnectionInfo) -> None:
         """Forget a connection; closing twice is harmless."""
+        if self._pending.pop(info.id, None) is not None:
+            return  # never authenticated: never logged as opened nor counted
         if self._open.pop(info.id, None) is None:
             return
         if info.user is not None:
@@ -123,7 +162,7 @@ class ConnectionRegistry:
 
     def shutdown_all(self) -> None:
         """Ask every open connection to end (57P01 on the PostgreSQL wire)."""
-        for info in list(self._open.values()):
+        for info in [*self._open.values(), *self._pending.values()]:
             try:
                 info.on_shutdown()
             except Exception:  # one broken connection must not stop the others' shutdown

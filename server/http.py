@@ -8,12 +8,15 @@ One ``websockets`` server routes every request in ``process_request``:
   missing or wrong Basic ``Authorization`` is refused with 403 ``{"error":"Not
   authorized"}`` (checked against the same users as the PostgreSQL side). The 101
   response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
-  on the features that version implies (cube-client.md §2.3).
+  on the features that version implies (cube-client.md §2.3). With ``--ws-allow``, a
+  peer outside the listed networks is refused with 403 before anything else.
 * ``/healthz`` → 200; ``/readyz`` → 200, or 503 once shutdown has begun; ``/metrics``
   → Prometheus text.
 * ``/``, ``/static/…`` and ``/api/v1/…`` → the read-only web console
   (:mod:`.console`), behind ``--console-auth``; with ``off`` they are 404 like any other
   path. The console's depth sampler starts and stops with this server.
+
+``--http-tls`` serves all of it over TLS (https, wss) with ``--tls-cert``/``--tls-key``.
 
 Message sizes: the transport's limit is twice ``--max-message-size``, so a message
 between the two still arrives whole and gets a readable HttpError naming its id; past
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import json
 import logging
 import secrets
@@ -47,7 +51,7 @@ from cubequeue.server.metrics import metrics_auth_mode, scrape_refusal
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
 
-__all__ = ["HttpServer", "start_http_server", "too_large_reason"]
+__all__ = ["HttpServer", "peer_allowed", "start_http_server", "too_large_reason"]
 
 #: the transport admits this many times the configured message size (Cube Store's
 #: ``TRANSPORT_SIZE_HEADROOM``); between 1x and this, the endpoint answers an HttpError
@@ -134,6 +138,24 @@ def _basic_user(header: str | None) -> tuple[str, str] | None:
     return (user, password) if sep else None
 
 
+def peer_allowed(
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...], peer: str | None
+) -> bool:
+    """Whether ``peer`` is in one of ``networks`` (none given: every peer is). An
+    IPv4-mapped IPv6 peer (``::ffff:10.0.0.1``) counts as its IPv4 address."""
+    if not networks:
+        return True
+    if peer is None:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address.version == net.version and address in net for net in networks)
+
+
 def _authorized(ctx: ServerContext, header: str | None) -> str | None:
     """The user name when the Basic credentials match, else None (fail closed)."""
     credentials = _basic_user(header)
@@ -152,12 +174,18 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
     endpoint = WsEndpoint(ctx)
     config = ctx.config
     console = build_console(ctx, lambda header: _authorized(ctx, header) is not None)
+    ws_networks = tuple(ipaddress.ip_network(net) for net in (config.ws_allow or "").split(",")
+                        if net)
 
     def process_request(
         connection: ServerConnection, request: Request
     ) -> Response | Awaitable[Response] | None:
         path = request.path.split("?", 1)[0]
         if path == WS_PATH:
+            remote = connection.remote_address
+            if not peer_allowed(ws_networks, str(remote[0]) if remote else None):
+                return _json(connection, HTTPStatus.FORBIDDEN,
+                             {"error": "peer address not allowed (--ws-allow)"})
             process_id = request.headers.get("x-process-id")
             if process_id is not None and len(process_id) > MAX_PROCESS_ID_LEN:
                 return _json(connection, HTTPStatus.BAD_REQUEST, {
@@ -203,6 +231,12 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
             response.headers["X-CubeStore-Version"] = config.cubestore_version
         return None
 
+    tls = None
+    if config.http_tls and config.tls_cert:
+        import ssl
+
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(config.tls_cert, config.tls_key or None)
     server = await serve(
         endpoint.handle,
         config.host,
@@ -214,6 +248,7 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         max_size=config.max_message_size * TRANSPORT_SIZE_HEADROOM,
         max_queue=64,
         create_connection=_CubeConnection,
+        ssl=tls,
         # The library's own per-connection INFO lines would repeat the registry's one line
         # per connection (with an object repr); outside cubequeue.* it logs warnings only.
         logger=logging.getLogger("websockets.server"),

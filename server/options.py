@@ -123,6 +123,34 @@ def _readable_file(text: str) -> str:
     return path
 
 
+def _networks(text: str) -> str:
+    """Comma-separated networks (``10.0.0.0/8, ::1``), normalised; a bare address is
+    a one-host network, as in pg_hba's address column."""
+    import ipaddress
+
+    found: list[str] = []
+    for part in text.split(","):
+        word = part.strip()
+        if not word:
+            continue
+        try:
+            found.append(str(ipaddress.ip_network(word, strict=False)))
+        except ValueError:
+            raise _BadValue(f"has {word!r}, which is not an address or CIDR network") from None
+    if not found:
+        raise _BadValue("names no network")
+    return ",".join(found)
+
+
+def _directory(text: str) -> str:
+    path = text.strip()
+    if not path:
+        raise _BadValue("must not be empty")
+    if not os.path.isdir(path):
+        raise _BadValue("is not a directory")
+    return path
+
+
 def parse_bool(text: str) -> bool:
     """``1/true/yes/on`` and ``0/false/no/off``, any case (config.md, ``--test-clock``)."""
     value = text.strip().lower()
@@ -256,6 +284,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_metrics_label_bytes", "longest label value on /metrics (a prefix name, "
            "say); longer ones are cut and end in '...'", _integer(16), metavar="BYTES",
            unit="bytes"),
+    Option("ws_allow", "peer networks allowed on /ws, comma-separated (10.0.0.0/8,::1, "
+           "as pg_hba's address column); others get 403; /healthz and /readyz stay open",
+           _networks, metavar="CIDRS", default_help="any"),
+    Option("max_unauthenticated_connections", "connections not yet authenticated (they "
+           "count against no other cap); beyond it, 53300", _POSITIVE, metavar="N"),
+    Option("startup_timeout", "a PostgreSQL connection that sends nothing for this long "
+           "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s"),
+    Option("tls_required", "refuse PostgreSQL connections without TLS with 28000 (as "
+           "hostssl); needs --tls-cert", parse_bool, is_bool=True),
+    Option("http_tls", "serve the HTTP port over TLS (https, wss) with --tls-cert",
+           parse_bool, is_bool=True),
+    Option("unix_socket_dir", "also listen on DIR/.s.PGSQL.PORT (psql -h DIR)", _directory,
+           metavar="DIR"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
@@ -394,6 +435,20 @@ def _check_together(cfg: Config) -> None:
         raise ConfigError(f"invalid value for {given}: it needs {missing} as well")
     if cfg.users_file is not None:
         read_users_file(cfg.users_file)
+    for flag, on in (("--tls-required", cfg.tls_required), ("--http-tls", cfg.http_tls)):
+        if on and cfg.tls_cert is None:
+            raise ConfigError(f"invalid value for {flag}: it needs --tls-cert and --tls-key")
+
+
+def _check_ws_auth_chosen(cfg: Config, flags: Mapping[str, object],
+                          environ: Mapping[str, str]) -> None:
+    """With a password on the PostgreSQL wire, an open /ws must be chosen, not defaulted:
+    Cube's driver sends no credentials, so the server cannot silently demand them."""
+    if cfg.auth == "trust" or "ws_auth" in flags or environ.get("CUBEQUEUE_WS_AUTH", ""):
+        return
+    raise ConfigError(f"--auth {cfg.auth} protects only the PostgreSQL wire: give --ws-auth "
+                      "basic (clients send the password) or --ws-auth none (open /ws, limit "
+                      "it with --ws-allow) explicitly")
 
 
 def parse_flags(argv: Sequence[str], *, prog: str = "cubequeue") -> dict[str, object]:
@@ -421,6 +476,7 @@ def config_from(flags: Mapping[str, object], environ: Mapping[str, str]) -> Conf
     _resolve_password_file(values)
     cfg = Config(**values)  # type: ignore[arg-type]  # each parser returns its field's type
     _check_together(cfg)
+    _check_ws_auth_chosen(cfg, flags, environ)
     if cfg.metrics_auth == "basic" and cfg.password is None and cfg.users_file is None:
         raise ConfigError("invalid value for --metrics-auth: 'basic' needs --password or "
                           "--users-file")

@@ -17,21 +17,36 @@ lives here too:
 * backpressure: reading pauses while the transport's write buffer is over its high-water
   mark, or while too many messages are queued behind a wait;
 * a connection that has not finished startup and authentication within
-  :data:`AUTHENTICATION_TIMEOUT_S` (PostgreSQL's ``authentication_timeout``) is closed;
+  :data:`AUTHENTICATION_TIMEOUT_S` (PostgreSQL's ``authentication_timeout``) is closed,
+  and one that sent nothing at all within ``--startup-timeout`` is closed sooner;
+* until it authenticates, a connection counts only against
+  ``--max-unauthenticated-connections``; the user's caps apply once it has logged in,
+  so silent or failing logins cannot lock the real user out;
+* ``--tls-required``: a startup packet in plaintext is refused with 28000, as a
+  PostgreSQL server whose pg_hba.conf has only ``hostssl`` lines answers;
+* ``--unix-socket-dir``: the same protocol on ``DIR/.s.PGSQL.<port>``;
 * on shutdown every connection gets FATAL 57P01 and is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import ssl
+import stat
 from collections import deque
 from typing import TYPE_CHECKING, Final, cast
 
 from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import ResultSet
-from cubequeue.server.errors import AdminShutdown, ProtocolViolation, QueryCanceled
+from cubequeue.server.errors import (
+    AdminShutdown,
+    ProtocolViolation,
+    QueryCanceled,
+    TooManyConnections,
+)
 from cubequeue.server.executor import WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError
@@ -41,7 +56,13 @@ from cubequeue.server.pgwire.states import SessionState
 if TYPE_CHECKING:
     from cubequeue.server.context import ConnectionInfo, ServerContext
 
-__all__ = ["AUTHENTICATION_TIMEOUT_S", "PgProtocol", "start_pg_server"]
+__all__ = [
+    "AUTHENTICATION_TIMEOUT_S",
+    "PgProtocol",
+    "start_pg_server",
+    "start_unix_server",
+    "unix_socket_path",
+]
 
 _log = logging.getLogger("cubequeue.pg")
 
@@ -51,6 +72,10 @@ MAX_QUEUED_MESSAGES: Final = 10_000
 #: transport write buffer high-water mark (bytes) before reading pauses
 WRITE_HIGH_WATER: Final = 1 << 20
 _CANCELED = "canceling statement due to user request"
+
+
+class InvalidAuthorization(QueueError, sqlstate="28000"):
+    """No rule admits this connection (``--tls-required`` and no TLS)."""
 
 
 class _Fatal:
@@ -80,6 +105,11 @@ class PgProtocol(asyncio.Protocol):
         self._lost = False
         self._closing = False
         self._auth_timer: asyncio.TimerHandle | None = None
+        self._silence_timer: asyncio.TimerHandle | None = None
+        self._user: str | None = None
+        self._encrypted = False
+        self._unix = False
+        self._refusal: QueueError | None = None
 
     # --- asyncio.Protocol -------------------------------------------------------------
 
@@ -88,13 +118,30 @@ class PgProtocol(asyncio.Protocol):
         self.transport = cast("asyncio.Transport", transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        if not isinstance(peer, tuple):
+            self._unix = True
+            self.peer = "[local]"
         self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         loop = asyncio.get_running_loop()
         self._auth_timer = loop.call_later(AUTHENTICATION_TIMEOUT_S, self._auth_timeout)
+        self._silence_timer = loop.call_later(
+            self.ctx.config.startup_timeout, self._silence_timeout
+        )
+        try:
+            self.info = self.ctx.connections.open_pending("pg", self.peer, self._shutdown)
+        except TooManyConnections as exc:
+            # answered at the startup packet, as PostgreSQL does, so that a client in
+            # the middle of its SSLRequest reads the reason rather than a broken exchange
+            _log.warning("refusing %s: %s", self.peer, exc.message,
+                         extra={"peer": self.peer, "sqlstate": exc.sqlstate})
+            self._refusal = exc
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
+            self._silence_timer = None
         try:
             self._pending.extend(self.decoder.feed(data))
         except FramingError as exc:
@@ -114,6 +161,8 @@ class PgProtocol(asyncio.Protocol):
         self._pending.clear()
         if self._auth_timer is not None:
             self._auth_timer.cancel()
+        if self._silence_timer is not None:
+            self._silence_timer.cancel()
         if self.pid is not None:
             self.ctx.connections.unregister_backend(self.pid)
         if self.info is not None:
@@ -133,7 +182,7 @@ class PgProtocol(asyncio.Protocol):
     def admit(self, user: str) -> tuple[int, int]:
         if self.ctx.shutting_down:
             raise AdminShutdown("the database system is shutting down")
-        self.info = self.ctx.connections.open("pg", user, self.peer, self._shutdown)
+        self._user = user  # counted against its caps once authenticated (_pump)
         pid, secret = self.ctx.connections.new_backend_key()
         self.ctx.connections.register_backend(pid, secret, self._cancel)
         self.pid = pid
@@ -155,6 +204,14 @@ class PgProtocol(asyncio.Protocol):
             elif isinstance(item, m.SSLRequest | m.GSSENCRequest | m.CancelRequest):
                 self._first_packet(item)
                 continue
+            elif isinstance(item, m.StartupMessage) and self._refusal is not None:
+                session.fatal(self._refusal)
+            elif isinstance(item, m.StartupMessage) and self._refuse_plaintext():
+                user = item.get("user") or ""
+                session.fatal(InvalidAuthorization(
+                    f'no pg_hba.conf entry for host "{self.peer.rpartition(":")[0]}", '
+                    f'user "{user}", no encryption (--tls-required)'
+                ))
             else:
                 wait = session.handle(item)
                 if wait is not None:
@@ -162,11 +219,31 @@ class PgProtocol(asyncio.Protocol):
             if session.closed:
                 self._close()
                 return
-        self._flush()
         if session.state is SessionState.READY and self._auth_timer is not None:
             self._auth_timer.cancel()
             self._auth_timer = None
+            if not self._authenticated():
+                return
+        self._flush()
         self._update_reading()
+
+    def _authenticated(self) -> bool:
+        """Count the just logged-in connection against its user's caps; False (and the
+        connection refused with 53300, the login's answers dropped) when one is full."""
+        info, user = self.info, self._user
+        if info is None or not info.pending or user is None:
+            return True
+        try:
+            self.ctx.connections.authenticate(info, user)
+        except TooManyConnections as exc:
+            self.session.take_bytes()  # AuthenticationOk … ReadyForQuery: never sent
+            self.session.fatal(exc)
+            self._close()
+            return False
+        return True
+
+    def _refuse_plaintext(self) -> bool:
+        return self.ctx.config.tls_required and not self._encrypted and not self._unix
 
     def _flush(self) -> None:
         data = self.session.take_bytes()
@@ -207,7 +284,7 @@ class PgProtocol(asyncio.Protocol):
             self.session.fatal(ProtocolViolation("received unencrypted data after SSL request"))
             self._close()
             return
-        if isinstance(msg, m.SSLRequest) and self.tls is not None:
+        if isinstance(msg, m.SSLRequest) and self.tls is not None and self._refusal is None:
             self._write_raw(b"S")
             self._busy = asyncio.get_running_loop().create_task(self._start_tls(self.tls))
             self._busy.add_done_callback(self._tls_done)
@@ -220,6 +297,7 @@ class PgProtocol(asyncio.Protocol):
         new = await loop.start_tls(self.transport, self, tls, server_side=True)
         if new is not None:
             self.transport = new
+        self._encrypted = True
         self.tls = None  # a second SSLRequest (inside TLS) is answered N
         return None
 
@@ -286,6 +364,14 @@ class PgProtocol(asyncio.Protocol):
         self.session.shutdown()
         self._close()
 
+    def _silence_timeout(self) -> None:
+        self._silence_timer = None
+        if not self._lost and not self._closing:
+            _log.info("closing %s: sent nothing within %d s (--startup-timeout)", self.peer,
+                      self.ctx.config.startup_timeout)
+            if self.transport is not None:
+                self.transport.abort()
+
     def _auth_timeout(self) -> None:
         self._auth_timer = None
         if self.session.state in (SessionState.STARTUP, SessionState.AUTH) and not self._lost:
@@ -303,6 +389,11 @@ def _tls_context(ctx: ServerContext) -> ssl.SSLContext | None:
     return tls
 
 
+def unix_socket_path(directory: str, port: int) -> str:
+    """Where libpq looks for a server on ``port`` in ``directory`` (psql ``-h DIR``)."""
+    return os.path.join(directory, f".s.PGSQL.{port}")
+
+
 async def start_pg_server(ctx: ServerContext) -> asyncio.AbstractServer:
     """Listen on ``--host``:``--port`` for PostgreSQL clients."""
     tls = _tls_context(ctx)
@@ -314,3 +405,17 @@ async def start_pg_server(ctx: ServerContext) -> asyncio.AbstractServer:
         reuse_address=True,
         backlog=1024,
     )
+
+
+async def start_unix_server(ctx: ServerContext, directory: str) -> asyncio.AbstractServer:
+    """Listen on ``DIR/.s.PGSQL.<port>`` (``--unix-socket-dir``); a stale socket file
+    left by a crashed server is replaced, as PostgreSQL does after its lock check."""
+    path = unix_socket_path(directory, ctx.config.port)
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(os.lstat(path).st_mode):
+            os.unlink(path)
+    tls = _tls_context(ctx)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_unix_server(lambda: PgProtocol(ctx, tls), path, backlog=1024)
+    os.chmod(path, 0o777)  # as PostgreSQL's unix_socket_permissions default
+    return server

@@ -57,6 +57,13 @@ CONFIG_MD = [
     ("--password-file", "CUBEQUEUE_PASSWORD_FILE", None, None),
     ("--metrics-auth", "CUBEQUEUE_METRICS_AUTH", None, None),
     ("--max-metrics-label-bytes", "CUBEQUEUE_MAX_METRICS_LABEL_BYTES", None, 200),
+    ("--ws-allow", "CUBEQUEUE_WS_ALLOW", None, None),
+    ("--max-unauthenticated-connections", "CUBEQUEUE_MAX_UNAUTHENTICATED_CONNECTIONS", None,
+     100),
+    ("--startup-timeout", "CUBEQUEUE_STARTUP_TIMEOUT", None, 10),
+    ("--tls-required", "CUBEQUEUE_TLS_REQUIRED", None, False),
+    ("--http-tls", "CUBEQUEUE_HTTP_TLS", None, False),
+    ("--unix-socket-dir", "CUBEQUEUE_UNIX_SOCKET_DIR", None, None),
 ]
 
 
@@ -92,7 +99,7 @@ def _samples(field: str, files: dict[str, str]) -> tuple[str, str, list[str]]:
         "log_level": ("debug", "warning", []),
         "log_format": ("json", "json", []),
         "slow_command_ms": ("7", "8", []),
-        "auth": ("md5", "scram-sha-256", ["--password", "pw"]),
+        "auth": ("md5", "scram-sha-256", ["--password", "pw", "--ws-auth", "none"]),
         "password": ("pw1", "pw2", []),
         "users_file": (files["users1"], files["users2"], []),
         "ws_auth": ("basic", "basic", ["--password", "pw"]),
@@ -116,6 +123,10 @@ def _samples(field: str, files: dict[str, str]) -> tuple[str, str, list[str]]:
         "password_file": (files["users1"], files["users2"], []),
         "metrics_auth": ("loopback", "none", []),
         "max_metrics_label_bytes": ("141", "142", []),
+        "ws_allow": ("10.0.0.0/8", "::1/128", []),
+        "max_unauthenticated_connections": ("151", "152", []),
+        "startup_timeout": ("161", "162", []),
+        "unix_socket_dir": (str(Path(files["users1"]).parent), "/", []),
     }
     return table[field]
 
@@ -282,7 +293,8 @@ def test_users_file_format(tmp_path: Path) -> None:
     path = tmp_path / "users"
     path.write_text("# who may connect\n\nalice:s3cret\n  bob : pa:ss\n")
     assert read_users_file(str(path)) == {"alice": "s3cret", "bob": "pa:ss"}
-    cfg = load_config(["--auth", "scram-sha-256", "--users-file", str(path)], {})
+    cfg = load_config(["--auth", "scram-sha-256", "--users-file", str(path), "--ws-auth",
+                       "basic"], {})
     assert cfg.users_file == str(path)
 
 
