@@ -14,7 +14,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg.types.string import StrDumper
+
+from cubequeue.grammar.commands import Param, Slot
+from cubequeue.server.pgwire.statements import PreparedStatement, dialect_param_oids
 
 NODE_DIR = Path(__file__).resolve().parent / "clients" / "node"
 INT8 = 20
@@ -112,3 +117,21 @@ def test_result_by_path_is_read_once_by_id_many_times(server):
         assert c.execute(table, (qid,)).fetchall() == [(True,)]
         for _ in range(3):  # by id: the same row every time
             assert c.execute("QUEUE RESULT %s", (qid,)).fetchall() == [row]
+
+
+def _load(declared: tuple[int, ...], cast: str | None, raw: bytes):
+    oids = dialect_param_oids([Param(1, Slot.KEY, cast)], declared)
+    return PreparedStatement("", "QUEUE GET $1", "dialect", oids, None).loader(())((raw,))[0]
+
+
+@settings(deadline=None)
+@given(st.text())
+def test_only_untyped_all_digit_key_text_becomes_an_id(text):
+    raw = text.encode()
+    untyped = _load((), None, raw)
+    if text.isascii() and text.isdigit():
+        assert untyped == int(text)
+    else:
+        assert untyped == text
+    assert _load((25,), None, raw) == text  # declared text: a path, whatever its text
+    assert _load((), "text", raw) == text  # cast to text: a path
