@@ -99,6 +99,8 @@ class DurableLog:
         #: why the log stopped (a write or sync failed), or None while it works
         self.failed: str | None = None
         self.stats = LogStats()
+        #: called once the log stopped (not under ``always``): the owner repairs it
+        self.on_stopped: Callable[[], None] | None = None
         #: log bytes written since the last snapshot began (the size trigger reads it)
         self.bytes_since_snapshot = 0
         self._jobs: queue.SimpleQueue[Callable[[], object] | _Stop] = queue.SimpleQueue()
@@ -106,6 +108,7 @@ class DurableLog:
         self._thread = threading.Thread(target=self._run, name="cubequeue-log", daemon=True)
         self._thread.start()
         self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
         self._submit(self._writer.prepare_next_quietly)
         if policy == "everysec":
             self._timer = loop.call_later(1.0, self._tick)
@@ -266,19 +269,24 @@ class DurableLog:
         self.durable_lsn = max(self.durable_lsn, target)
         self._release()
 
+    def stop(self, cause: str) -> None:
+        """Stop the log after a failure seen outside the write path (see :meth:`_stop`)."""
+        self._stop(cause)
+
     def _stop(self, cause: str) -> None:
         if self.failed is not None:
             return
         self.failed = cause
         _log.error("durable: %s; the segment is abandoned", cause)
-        if self.policy == "always":
+        if self.policy == "always":  # the process ends; nothing waiting is released
             self._on_fatal(f"{cause} under --fsync always: cannot keep the acknowledged state")
-            return
         self._buffer = []
         self._buffer_lsn = self._next_lsn
         waiters, self._waiters = self._waiters, deque()
         for _, callback in waiters:
             callback(LogStopped(cause))
+        if self.on_stopped is not None and self.policy != "always":
+            self.on_stopped()
 
     def reopen(self, first_lsn: int) -> asyncio.Future[None]:
         """A new segment at ``first_lsn`` after a failure (the caller snapshotted first);
@@ -312,6 +320,9 @@ class DurableLog:
     def call(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
         """Run ``fn`` on the writer thread after everything submitted before it."""
         future: asyncio.Future[_T] = self._loop.create_future()
+        if self._closed:
+            future.set_exception(LogStopped("the log is closed"))
+            return future
 
         def settle(ok: bool, value: object) -> None:
             if future.done():
@@ -343,6 +354,7 @@ class DurableLog:
         if self.failed is None:
             await self.call(self._writer.sync)
         await self.call(self._writer.close)
+        self._closed = True
         self._jobs.put(_Stop())
         await asyncio.to_thread(self._thread.join)
 

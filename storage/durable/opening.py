@@ -1,0 +1,73 @@
+"""``open_store``: lock the data directory, recover it, and hand back a durable store.
+
+Recovery reads files, so it runs in a worker thread (:func:`asyncio.to_thread`) while the
+server answers PostgreSQL clients with 57P03 and ``/readyz`` with 503; the listeners start
+accepting commands only once this returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from cubequeue.storage.durable.files import Files, OsFiles
+from cubequeue.storage.durable.lock import DirectoryLock
+from cubequeue.storage.durable.log import DurableLog, FsyncPolicy
+from cubequeue.storage.durable.recovery import Policy, RecoveryReport, recover
+from cubequeue.storage.durable.store import DurableSettings, DurableStore
+from cubequeue.storage.store import Store
+
+__all__ = ["open_store"]
+
+_log = logging.getLogger("cubequeue.durable")
+
+
+async def open_store(
+    store: Store,
+    *,
+    data_dir: str,
+    fsync: FsyncPolicy = "everysec",
+    recovery: Policy = "salvage",
+    max_disk_bytes: int | None = None,
+    segment_bytes: int = 64 * 1024 * 1024,
+    snapshot_min_log_bytes: int = 64 * 1024 * 1024,
+    snapshot_interval_s: float = 600.0,
+    wall_ms: Callable[[], int],
+    on_fatal: Callable[[str], None],
+    files: Files | None = None,
+) -> tuple[DurableStore, RecoveryReport]:
+    """``store`` (empty, fresh) filled from ``data_dir`` and wrapped; raises
+    :class:`~.errors.DataDirLocked` or :class:`~.recovery.RecoveryRefused` with one line."""
+    lock = DirectoryLock(data_dir) if files is None else None
+    disk: Files = OsFiles() if files is None else files
+    try:
+        recovered = await asyncio.to_thread(recover, disk, data_dir, recovery, store.limits,
+                                             wall_ms)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    image = recovered.image
+    store.restore(image.items.values(), image.results.values(), image.cache.values(),
+                  image.next_id)
+    clock = store.clock
+    if image.clock_offset and hasattr(clock, "advance"):
+        clock.advance(max(0, image.clock_offset - getattr(clock, "offset_ms", 0)))
+    log = DurableLog(asyncio.get_running_loop(), disk, data_dir, recovered.directory,
+                     policy=fsync, segment_bytes=segment_bytes,
+                     first_lsn=recovered.last_lsn + 1, on_fatal=on_fatal)
+    settings = DurableSettings(data_dir=data_dir, max_disk_bytes=max_disk_bytes,
+                               snapshot_min_log_bytes=snapshot_min_log_bytes,
+                               snapshot_interval_s=snapshot_interval_s)
+    durable = DurableStore(store, log, disk, recovered.directory, settings,
+                           reserved=image.next_id, max_ts=image.max_ts)
+    durable.lock = lock
+    report = recovered.report
+    _log.info("durable: recovered %s in %.3f s: snapshot lsn %d, %d segments, %d records, "
+              "%d expired, %d torn tails, %d corrupt frames, %d quarantined records; "
+              "items=%d results=%d cache=%d, next id %d", data_dir, report.seconds,
+              report.snapshot_lsn, report.segments, report.records, report.expired,
+              report.torn_tails, report.corrupt_frames, report.quarantined_records,
+              len(image.items), len(image.results), len(image.cache), image.next_id)
+    return durable, report
