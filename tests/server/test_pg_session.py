@@ -255,10 +255,11 @@ def test_parse_describe_bind_execute():
     )
     assert out[0] == m.ParseComplete()
     assert out[1] == m.ParameterDescription((20, 25, 25))
-    assert [f.type_oid for f in out[2].fields] == [25, 16, 20]
+    # id is int8 on the PostgreSQL wire (docs/dialect.md §8 rule 6)
+    assert [f.type_oid for f in out[2].fields] == [20, 16, 20]
     assert out[3] == m.BindComplete()
     assert [f.format for f in out[4].fields] == [1, 1, 1]
-    assert out[5] == m.DataRow((b"1", b"\x01", struct.pack("!q", 1)))
+    assert out[5] == m.DataRow((struct.pack("!q", 1), b"\x01", struct.pack("!q", 1)))
     assert out[6:] == [m.CommandComplete("QUEUE ADD 1"), m.ReadyForQuery("I")]
 
 
@@ -268,10 +269,13 @@ def test_key_is_id_only_when_declared_integer_or_cast():
     get = m.Parse("", "QUEUE GET $1", (21,))
     out = run(session, get, m.Bind("", "", (1,), (struct.pack("!h", 1),)), m.Execute(""), m.Sync())
     assert m.DataRow((b"payload", None)) in out
-    # OID 0, text "1": a path, which does not exist
-    out = run(session, m.Parse("", "QUEUE GET $1"), m.Bind("", "", (), (b"1",)), m.Execute(""))
+    # declared text, "1": a path, which does not exist
+    out = run(session, m.Parse("", "QUEUE GET $1", (25,)), m.Bind("", "", (), (b"1",)), m.Execute(""))
     assert kinds(run(session, m.Sync())) == ["ReadyForQuery"]
     assert "DataRow" not in kinds(out)
+    # OID 0 (untyped), all digits: the id (docs/dialect.md §8 rule 5)
+    out = run(session, m.Parse("", "QUEUE GET $1"), m.Bind("", "", (), (b"1",)), m.Execute(""), m.Sync())
+    assert m.DataRow((b"payload", None)) in out
     # a cast in the text: the id, and ParameterDescription says int8
     out = run(
         session,
