@@ -93,7 +93,7 @@ async def recovery_time(items: int) -> tuple[float, float]:
         writer.close()
         size = sum(os.path.getsize(os.path.join(tmp, n)) for n in os.listdir(tmp))
         started = time.perf_counter()
-        durable, report = await open_store(Store(FakeClock(T0), Limits(max_items=10**7)),
+        durable, _ = await open_store(Store(FakeClock(T0), Limits(max_items=10**7)),
                                            data_dir=tmp, wall_ms=lambda: T0, on_fatal=print)
         took = time.perf_counter() - started
         assert durable.store.stats().items_total == items
