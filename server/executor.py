@@ -10,7 +10,12 @@ these rules exist once:
 * **transaction status**: in a failed block ('E') every statement but COMMIT / END /
   ROLLBACK / ABORT is refused with 25P02, and any failure turns an open block into a
   failed one (:meth:`Executor.failed`), as PostgreSQL does;
-* **metrics, the error log and the slow-command log** for every dialect command;
+* **metrics and logs for every statement**, dialect or plain SQL, on both wires: each
+  is counted once in ``cubequeue_commands_total`` (the dialect's command tag, or plain
+  SQL's first word upper-cased; outcome "ok" or the SQLSTATE) and logged once with
+  :func:`~cubequeue.server.logs.log_statement` (DEBUG with its duration, WARNING with its
+  SQLSTATE when refused or failed), naming the connection (:class:`Origin`); a dialect
+  command over ``--slow-command-ms`` is also logged as slow;
 * **waiting**: a step the store cannot answer at once (``QUEUE RESULT_BLOCKING``, an
   awaitable from a store that waits for a disk or a database, a :class:`RowStream`) comes
   back as a :class:`WaitFor`; the wire's asyncio shell awaits :meth:`Executor.complete`
@@ -37,6 +42,7 @@ from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
 from cubequeue.grammar.results import ResultSet
+from cubequeue.server.logs import log_statement
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
@@ -51,6 +57,7 @@ __all__ = [
     "Binder",
     "Executor",
     "Observe",
+    "Origin",
     "Prepared",
     "Step",
     "WaitFor",
@@ -69,11 +76,24 @@ Observe = Callable[[str, str, float], None]
 Binder = Callable[[tuple[Param, ...]], Sequence[Any]]
 
 
-def _log_failure(command: str, error: QueueError) -> None:
-    _log.info(
-        "%s failed: %s (SQLSTATE %s)", command, error.message, error.sqlstate,
-        extra={"command": command, "sqlstate": error.sqlstate},
-    )
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who sent a statement, for its log line: the wire, the connection and its user."""
+
+    protocol: str
+    conn_id: int | None = None
+    peer: str | None = None
+    user: str | None = None
+
+
+def _outcome_of(exc: BaseException) -> str:
+    return exc.sqlstate if isinstance(exc, QueueError) else InternalError.sqlstate
+
+
+def _plain_command(sql: str) -> str:
+    """Plain SQL's metric and log name: its first word upper-cased (the metrics cap the
+    distinct names, so a client inventing words cannot grow the exposition)."""
+    return first_word(sql).upper() or "(empty)"
 
 
 def ends_block(sql: str) -> bool:
@@ -92,6 +112,9 @@ class WaitFor:
     process_id: str | None
     pending: Awaitable[ResultSet | RowStream] | RowStream | None = None
     started: float = 0.0
+    #: the statement's text and sender, for its log line once the wait ends
+    text: str = ""
+    origin: Origin | None = None
 
 
 #: what running a dialect command gives: its rows now, or a wait
@@ -149,42 +172,77 @@ class Executor:
         session: PlainSession,
         process_id: str | None,
         binder: Binder | None = None,
-        refuse: Callable[[str], None] | None = None,
+        params: Sequence[str | None] = (),
+        *,
+        origin: Origin | None = None,
     ) -> tuple[Command, Step] | PlainOutcome:
         """Run one statement of text: a dialect command's ``(command, step)``, or plain
-        SQL's outcome. ``binder`` supplies placeholder values (none: 42P02); ``refuse``
-        may reject plain SQL the wire does not serve before it runs."""
-        if is_dialect(sql):
+        SQL's outcome. ``binder`` supplies the dialect's placeholder values (none:
+        42P02), ``params`` plain SQL's, as text."""
+        if not is_dialect(sql):
+            return self._plain(sql, session, params, origin)
+        prepared = None
+        try:
             if session.tx_status == "E":
                 raise in_failed_transaction()
-            prepared = self.prepare(sql)
+            prepared = self.prepare(sql, origin)
             command = prepared.command
             if prepared.params:
                 if binder is None:
                     raise UndefinedParameter(f"there is no parameter ${prepared.params[0].index}")
                 command = bind(command, binder(prepared.params))
-            return command, self.run(command, process_id)
-        if refuse is not None:
-            refuse(sql)
-        return run_plain(sql, session, self._tables)
+        except QueueError as exc:
+            if prepared is not None or exc.sqlstate == "25P02":  # prepare logs its own
+                name = prepared.command.tag if prepared is not None else _plain_command(sql)
+                self._account(name, sql, exc.sqlstate, 0.0, origin)
+            raise
+        return command, self.run(command, process_id, text=sql, origin=origin)
 
-    def check_open(self, session: PlainSession, statement_ends_block: bool) -> None:
-        """25P02 in a failed block, unless the statement ends the block."""
+    def check_open(
+        self, session: PlainSession, statement_ends_block: bool, *, text: str = "",
+        origin: Origin | None = None,
+    ) -> None:
+        """25P02 in a failed block, unless the statement ends the block (counted and
+        logged under the statement's first word when ``text`` is given)."""
         if session.tx_status == "E" and not statement_ends_block:
+            if text:
+                self._account(_plain_command(text), text, "25P02", 0.0, origin)
             raise in_failed_transaction()
 
     def plain(
-        self, sql: str, session: PlainSession, params: Sequence[str | None] = ()
+        self, sql: str, session: PlainSession, params: Sequence[str | None] = (), *,
+        origin: Origin | None = None,
     ) -> PlainOutcome:
         """A prepared plain statement with its parameters as text (the tx check included)."""
-        return run_plain(sql, session, self._tables, params)
+        return self._plain(sql, session, params, origin)
 
-    def describe(self, sql: str, session: PlainSession) -> Prepared | PlainDescription:
+    def describe(
+        self, sql: str, session: PlainSession, *, origin: Origin | None = None
+    ) -> Prepared | PlainDescription:
         """A statement parsed for the extended protocol, without running it: the dialect's
-        :class:`Prepared`, or plain SQL's parameters and columns."""
+        :class:`Prepared`, or plain SQL's parameters and columns. A statement refused
+        here (0A000 at Parse) is counted and logged, since it never reaches Execute."""
         if is_dialect(sql):
-            return self.prepare(sql)
-        return describe_plain(sql, session, self._tables)
+            return self.prepare(sql, origin)
+        try:
+            return describe_plain(sql, session, self._tables)
+        except Exception as exc:
+            self._account(_plain_command(sql), sql, _outcome_of(exc), 0.0, origin)
+            raise
+
+    def _plain(
+        self, sql: str, session: PlainSession, params: Sequence[str | None],
+        origin: Origin | None,
+    ) -> PlainOutcome:
+        started = time.perf_counter()
+        try:
+            outcome = run_plain(sql, session, self._tables, params)
+        except Exception as exc:
+            self._account(_plain_command(sql), sql, _outcome_of(exc),
+                          time.perf_counter() - started, origin)
+            raise
+        self._account(_plain_command(sql), sql, "ok", time.perf_counter() - started, origin)
+        return outcome
 
     def failed(self, session: PlainSession | None, exc: BaseException) -> QueueError:
         """A statement failed: the error to answer (our bugs become a logged XX000), and
@@ -198,40 +256,44 @@ class Executor:
 
     # --- dialect commands --------------------------------------------------------------
 
-    def prepare(self, sql: str) -> Prepared:
+    def prepare(self, sql: str, origin: Origin | None = None) -> Prepared:
         """Parse ``sql`` through the grammar's statement cache; a statement that does not
         parse (42601, …) is metered and logged as ``(parse)`` before it is raised."""
         try:
             return prepare(sql)
         except QueueError as exc:
-            if self._observe is not None:
-                self._observe(_PARSE, exc.sqlstate, 0.0)
-            _log_failure(_PARSE, exc)
+            self._account(_PARSE, sql, exc.sqlstate, 0.0, origin)
             raise
 
-    def run(self, cmd: Command, process_id: str | None = None) -> Step:
-        """Execute one bound command as one atomic store step: its rows, or a wait."""
+    def run(
+        self, cmd: Command, process_id: str | None = None, *, text: str = "",
+        origin: Origin | None = None,
+    ) -> Step:
+        """Execute one bound command as one atomic store step: its rows, or a wait.
+        ``text`` and ``origin`` are for its log line (the text defaults to the tag)."""
+        text = text or cmd.tag
         if isinstance(cmd, QueueResultBlocking):
-            return WaitFor(cmd, process_id)
+            return WaitFor(cmd, process_id, text=text, origin=origin)
         started = time.perf_counter()
         try:
             result = self.store.execute(cmd, process_id)
         except QueueError as exc:
-            self._finish(cmd, exc.sqlstate, started, exc)
+            self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
         except Exception as exc:
-            raise self._internal(cmd, started, exc) from exc
+            raise self._internal(cmd, started, exc, text, origin) from exc
         if isinstance(result, ResultSet):
-            self._finish(cmd, "ok", started, None)
+            self._finish(cmd, "ok", started, text, origin)
             return result
-        return WaitFor(cmd, process_id, result, started)
+        return WaitFor(cmd, process_id, result, started, text, origin)
 
     async def complete(self, wait: WaitFor) -> ResultSet:
         """The result of a :class:`WaitFor` (run by the wire's asyncio shell)."""
         cmd = wait.command
+        text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
             assert isinstance(cmd, QueueResultBlocking)
-            return await self._blocking(cmd, wait.process_id)
+            return await self._blocking(cmd, wait.process_id, text, origin)
         started = wait.started
         try:
             pending = wait.pending
@@ -239,17 +301,20 @@ class Executor:
             if isinstance(result, RowStream):
                 result = await _gather(result)
         except QueueError as exc:
-            self._finish(cmd, exc.sqlstate, started, exc)
+            self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
         except asyncio.CancelledError:
-            self._observe_only(cmd, "57014", started)
+            self._observe_only(cmd, "57014", started, text, origin)
             raise
         except Exception as exc:
-            raise self._internal(cmd, started, exc) from exc
-        self._finish(cmd, "ok", started, None)
+            raise self._internal(cmd, started, exc, text, origin) from exc
+        self._finish(cmd, "ok", started, text, origin)
         return result
 
-    async def _blocking(self, cmd: QueueResultBlocking, process_id: str | None) -> ResultSet:
+    async def _blocking(
+        self, cmd: QueueResultBlocking, process_id: str | None, text: str,
+        origin: Origin | None,
+    ) -> ResultSet:
         """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows."""
         assert isinstance(cmd.timeout, int), "bind parameters before running"
         started = time.perf_counter()
@@ -265,10 +330,10 @@ class Executor:
             if hasattr(outcome, "__await__"):  # a store that must wait before answering
                 outcome = await cast("Awaitable[ResultSet | Cancellable]", outcome)
         except QueueError as exc:
-            self._finish(cmd, exc.sqlstate, started, exc)
+            self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
         if isinstance(outcome, ResultSet):
-            self._finish(cmd, "ok", started, None)
+            self._finish(cmd, "ok", started, text, origin)
             return outcome
         timeout_s = min(cmd.timeout, self.max_blocking_timeout_ms) / 1000
         try:
@@ -276,40 +341,53 @@ class Executor:
         except TimeoutError:
             result = ResultSet(cmd.result_columns(), [])
         except asyncio.CancelledError:
-            self._observe_only(cmd, "57014", started)
+            self._observe_only(cmd, "57014", started, text, origin)
             raise
         finally:
             outcome.cancel()
-        self._observe_only(cmd, "ok", started)
+        self._observe_only(cmd, "ok", started, text, origin)
         return result
 
     # --- metrics and logs ----------------------------------------------------------------
 
-    def _internal(self, cmd: Command, started: float, exc: Exception) -> InternalError:
+    def _account(
+        self, name: str, text: str, outcome: str, seconds: float, origin: Origin | None
+    ) -> None:
+        """The one count and the one log line of a statement."""
+        if self._observe is not None:
+            self._observe(name, outcome, seconds)
+        sqlstate = None if outcome == "ok" else outcome
+        if origin is None:
+            log_statement(name, text, sqlstate, seconds * 1000)
+            return
+        log_statement(name, text, sqlstate, seconds * 1000, protocol=origin.protocol,
+                      conn_id=origin.conn_id, peer=origin.peer, user=origin.user)
+
+    def _internal(
+        self, cmd: Command, started: float, exc: Exception, text: str, origin: Origin | None
+    ) -> InternalError:
         _log.error(
             "internal error running %s", cmd.tag, exc_info=exc, extra={"command": cmd.tag}
         )
-        self._finish(cmd, InternalError.sqlstate, started, None)
+        self._finish(cmd, InternalError.sqlstate, started, text, origin)
         return InternalError(f"internal error: {exc}")
 
     def _finish(
-        self, cmd: Command, outcome: str, started: float, error: QueueError | None
+        self, cmd: Command, outcome: str, started: float, text: str, origin: Origin | None
     ) -> None:
         elapsed = time.perf_counter() - started
-        if self._observe is not None:
-            self._observe(cmd.tag, outcome, elapsed)
-        if error is not None:
-            _log_failure(cmd.tag, error)
+        self._account(cmd.tag, text, outcome, elapsed, origin)
         if elapsed >= self._slow_s:
             _log.warning(
                 "slow command %s: %.1f ms", cmd.tag, elapsed * 1000,
                 extra={"command": cmd.tag, "ms": round(elapsed * 1000, 3)},
             )
 
-    def _observe_only(self, cmd: Command, outcome: str, started: float) -> None:
-        """Blocking waits are metered but never "slow": waiting is their job."""
-        if self._observe is not None:
-            self._observe(cmd.tag, outcome, time.perf_counter() - started)
+    def _observe_only(
+        self, cmd: Command, outcome: str, started: float, text: str, origin: Origin | None
+    ) -> None:
+        """Blocking waits are metered and logged but never "slow": waiting is their job."""
+        self._account(cmd.tag, text, outcome, time.perf_counter() - started, origin)
 
 
 async def _gather(stream: RowStream) -> ResultSet:

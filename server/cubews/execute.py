@@ -1,54 +1,33 @@
-"""The statements only a pre-aggregation store gets, refused with one clear error.
+"""Plain SQL over the WebSocket: the message's typed parameters as PostgreSQL text.
 
-Cube sends them when Cube Store is also its pre-aggregation store (CREATE TABLE, INSERT,
-reads of ``information_schema`` or a ``*pre_aggregations`` schema); cubequeue serves only
-the queue and the cache, so they get an error that says so instead of a syntax error.
-The WebSocket session checks plain SQL with :func:`refuse_preaggregation` before it runs
-(a dialect statement is never checked: its payload may mention anything).
+Cube 1.x sends refresh-key queries such as ``SELECT … CAST(? as TIMESTAMP)`` with the
+values in ``HttpQuery.parameters``; plain SQL reads its parameters as text, the way the
+PostgreSQL wire's text format delivers them, so both wires answer alike.
+
+Statements only a pre-aggregation store gets are refused by what they ask for, on both
+wires, in :mod:`cubequeue.server.sql.refusals`: a dialect statement is never checked
+(its payload may mention anything), and neither is a word inside plain SQL.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 
-from cubequeue.grammar import first_word, strip_leading_comments
-from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.server.cubews.messages import ParamValue
 
-__all__ = ["PREAGGREGATION_ERROR", "is_preaggregation", "refuse_preaggregation"]
-
-PREAGGREGATION_ERROR = (
-    "cubequeue serves Cube Store's queue and cache only; "
-    "pre-aggregation statements are not supported: {words}"
-)
-
-#: first words of the statements Cube sends to build and query pre-aggregations
-_PREAGG_FIRST_WORDS = frozenset(
-    {"create", "insert", "drop", "alter", "delete", "update", "truncate", "export", "import"}
-)
-_PREAGG_ANYWHERE = re.compile(
-    r"\binformation_schema\b|\bfrom\s+[`\"]?\w*pre_aggregations\b", re.IGNORECASE
-)
-_FIRST_WORDS = 3
-_MAX_WORDS_CHARS = 80
+__all__ = ["plain_params"]
 
 
-def is_preaggregation(sql: str) -> bool:
-    """CREATE/INSERT/DROP/ALTER…, or anything reading information_schema or a
-    ``*pre_aggregations`` schema: statements only a pre-aggregation store would get."""
-    if first_word(sql) in _PREAGG_FIRST_WORDS:
-        return True
-    return _PREAGG_ANYWHERE.search(sql) is not None
+def _text(value: ParamValue) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):  # before int: a bool is an int; PostgreSQL spells it so
+        return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
 
 
-def refuse_preaggregation(sql: str) -> None:
-    """Raise 0A000 naming the statement's first words when it is a pre-aggregation one."""
-    if is_preaggregation(sql):
-        raise FeatureNotSupported(PREAGGREGATION_ERROR.format(words=_first_words(sql)))
-
-
-def _first_words(sql: str) -> str:
-    """The statement's first words, for the error text (comments skipped)."""
-    text = " ".join(strip_leading_comments(sql).split()[:_FIRST_WORDS])
-    if len(text) > _MAX_WORDS_CHARS:
-        text = text[: _MAX_WORDS_CHARS - 1] + "…"
-    return text
+def plain_params(values: Sequence[ParamValue] | None) -> list[str | None]:
+    """Each ``?`` value as text (NULL stays None), in order."""
+    return [_text(v) for v in values or ()]

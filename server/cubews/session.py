@@ -21,8 +21,9 @@ The rules, as Cube Store's ``http/mod.rs`` has them:
   after a reconnect never runs a statement twice; a message without a connection id is
   answered without dedup;
 * statements go to the shared executor (routing, metrics, logs, the blocking wait);
-  ``?`` placeholders are bound from the message's typed parameters (:mod:`.params`), and
-  pre-aggregation statements get one clear error (:mod:`.execute`).
+  ``?`` placeholders of the dialect are bound from the message's typed parameters
+  (:mod:`.params`), plain SQL gets them as text (:mod:`.execute`); each statement is
+  counted and logged there, named by :attr:`WsSession.origin`.
 
 ``response_format`` is ignored: the answer is always the legacy ``HttpResultSet`` (Cube's
 decoder accepts it whatever was asked for).
@@ -40,10 +41,10 @@ from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key
-from cubequeue.server.cubews.execute import refuse_preaggregation
+from cubequeue.server.cubews.execute import plain_params
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
 from cubequeue.server.cubews.params import ws_values
-from cubequeue.server.executor import WaitFor
+from cubequeue.server.executor import Origin, WaitFor
 from cubequeue.server.sql import PlainOutcome, PlainSession
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ class WsSession(Generic[S]):
         server_version: str,
         max_message_size: int,
         conn_id: int = 0,
+        peer: str | None = None,
     ) -> None:
         self.executor = executor
         self.dedup = dedup
@@ -128,6 +130,8 @@ class WsSession(Generic[S]):
         self.process_id = process_id
         self.max_message_size = max_message_size
         self.conn_id = conn_id
+        #: who sends this socket's statements, for their log lines
+        self.origin = Origin("ws", conn_id, peer, user)
         params = {"process_id": process_id} if process_id is not None else None
         #: the plain-SQL side (settings, SHOW, SELECT over the system tables)
         self.plain = PlainSession(
@@ -199,7 +203,8 @@ class WsSession(Generic[S]):
 
         try:
             answer = self.executor.statement(
-                query.query or "", self.plain, self.process_id, binder, refuse_preaggregation
+                query.query or "", self.plain, self.process_id, binder,
+                plain_params(values), origin=self.origin,
             )
         except Exception as exc:
             return self._error(message.message_id, message.connection_id, exc)

@@ -37,7 +37,7 @@ from cubequeue.grammar.errors import FeatureNotSupported, InternalError, QueueEr
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.context import PG_SERVER_VERSION
 from cubequeue.server.errors import AdminShutdown, bind_count_error
-from cubequeue.server.executor import Binder, Prepared, Step, WaitFor, ends_block
+from cubequeue.server.executor import Binder, Origin, Prepared, Step, WaitFor, ends_block
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
 from cubequeue.server.pgwire.codec import (
@@ -100,18 +100,29 @@ class SessionExecutor(Protocol):
         session: PlainSession,
         process_id: str | None,
         binder: Binder | None = None,
-        refuse: Callable[[str], None] | None = None,
+        params: Sequence[str | None] = (),
+        *,
+        origin: Origin | None = None,
     ) -> tuple[Command, Step] | PlainOutcome: ...
 
-    def describe(self, sql: str, session: PlainSession) -> Prepared | PlainDescription: ...
+    def describe(
+        self, sql: str, session: PlainSession, *, origin: Origin | None = None
+    ) -> Prepared | PlainDescription: ...
 
-    def run(self, cmd: Command, process_id: str | None = None) -> Step: ...
+    def run(
+        self, cmd: Command, process_id: str | None = None, *, text: str = "",
+        origin: Origin | None = None,
+    ) -> Step: ...
 
     def plain(
-        self, sql: str, session: PlainSession, params: Sequence[str | None] = ()
+        self, sql: str, session: PlainSession, params: Sequence[str | None] = (), *,
+        origin: Origin | None = None,
     ) -> PlainOutcome: ...
 
-    def check_open(self, session: PlainSession, statement_ends_block: bool) -> None: ...
+    def check_open(
+        self, session: PlainSession, statement_ends_block: bool, *, text: str = "",
+        origin: Origin | None = None,
+    ) -> None: ...
 
     def failed(self, session: PlainSession | None, exc: BaseException) -> QueueError: ...
 
@@ -157,6 +168,8 @@ class PgSession:
         self._exchange: Exchange | None = None
         self._suspended: _Run | None = None
         self._suspended_rule: Rule | None = None
+        #: who sends the statements, for their log lines (known after startup)
+        self.origin: Origin | None = None
 
     # --- public API -----------------------------------------------------------------
 
@@ -297,9 +310,13 @@ class PgSession:
             server_version=self.ctx.server_version, user=user, startup_params=params
         )
         self.backend_key = self.hooks.admit(user)
+        # the listener's hooks know the peer (and may know the connection id); tests'
+        # hooks need not
+        peer: str | None = getattr(self.hooks, "peer", None)
+        self.origin = Origin("pg", getattr(self.hooks, "conn_id", None), peer, user)
         method = self.ctx.config.auth
         assert method in AUTH_METHODS, f"unchecked --auth {method}"
-        self._exchange = make_exchange(method, user, self.ctx.password_for(user))
+        self._exchange = make_exchange(method, user, self.ctx.password_for(user), peer=peer)
         if self._exchange is None:
             self._authenticated()
         else:
@@ -384,7 +401,8 @@ class PgSession:
 
     def _simple_statement(self, sql: str) -> WaitFor | None:
         """Run one statement of a simple Query; a step that waits is returned unrun."""
-        answer = self.executor.statement(sql, self._session(), self.process_id)
+        answer = self.executor.statement(sql, self._session(), self.process_id,
+                                         origin=self.origin)
         if isinstance(answer, PlainOutcome):
             self._plain_reply(answer)
             return None
@@ -436,7 +454,7 @@ class PgSession:
             self.wire.append(PARSE_COMPLETE)
             return
         sql = statements[0]
-        desc = self.executor.describe(sql, self._session())
+        desc = self.executor.describe(sql, self._session(), origin=self.origin)
         if isinstance(desc, Prepared):
             oids = dialect_param_oids(desc.params, msg.param_oids)
             spec = columns_of(desc.columns)
@@ -457,7 +475,8 @@ class PgSession:
         names = self.names
         stmt = names.statement(msg.statement)
         names.check_new_portal(msg.portal)
-        self.executor.check_open(self._session(), stmt.ends_block)
+        self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
+                                 origin=self.origin)
         expected = len(stmt.param_oids)
         if len(msg.params) != expected:
             raise bind_count_error(len(msg.params), expected, stmt.name)
@@ -482,10 +501,12 @@ class PgSession:
         portal = self.names.portal(msg.portal)
         if portal.rows is None:
             stmt = portal.statement
-            self.executor.check_open(self._session(), stmt.ends_block)
+            self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
+                                     origin=self.origin)
             command = portal.command
             if command is not None:
-                step = self.executor.run(command, self.process_id)
+                step = self.executor.run(command, self.process_id, text=stmt.sql,
+                                         origin=self.origin)
                 if isinstance(step, WaitFor):
                     return self._execute_wait(portal, step, msg.max_rows)
                 self._portal_result(portal, command, step)
@@ -508,7 +529,8 @@ class PgSession:
 
     def _run_plain_portal(self, portal: Portal) -> None:
         stmt = portal.statement
-        outcome = self.executor.plain(stmt.sql, self._session(), [_as_text(v) for v in portal.params])
+        outcome = self.executor.plain(stmt.sql, self._session(),
+                                      [_as_text(v) for v in portal.params], origin=self.origin)
         self._plain_effects(outcome)
         has_rows = outcome.result is not None and portal.columns is not None
         portal.rows = outcome.result.rows if outcome.result is not None and has_rows else []

@@ -1,5 +1,6 @@
-"""Typed WebSocket parameters → bind values, and the pre-aggregation filter
-(dialect doc §1.4, §8 rule 5; cube-client.md §4)."""
+"""Typed WebSocket parameters → bind values for the dialect, and as text for plain SQL
+(dialect doc §1.4, §8 rule 5). Pre-aggregation statements are refused by what they ask
+for (tests/sql/test_sql_refusals.py), not by a word in the text."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from cubequeue.grammar import bind, param_slots, parse
 from cubequeue.grammar.commands import CacheSet, QueueAck, QueueGet
 from cubequeue.grammar.errors import InvalidParameterValue
-from cubequeue.server.cubews.execute import is_preaggregation
+from cubequeue.server.cubews.execute import plain_params
 from cubequeue.server.cubews.params import ws_values
 from cubequeue.server.errors import ProtocolViolation
 
@@ -57,22 +58,7 @@ def test_errors_keep_cube_store_texts(values, error: str, kind: type[Exception])
     assert str(raised.value) == error
 
 
-@pytest.mark.parametrize("sql", [
-    "CREATE SCHEMA IF NOT EXISTS dev_pre_aggregations",
-    "  /* cube */ create table dev_pre_aggregations.t (a int) LOCATION 'x'",
-    "-- comment\nINSERT INTO t VALUES (1)",
-    "DROP TABLE dev_pre_aggregations.t",
-    "ALTER TABLE t ADD COLUMN b int",
-    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'x'",
-    "SELECT count(*) FROM dev_pre_aggregations.orders_main",
-])
-def test_preaggregation_statements(sql: str) -> None:
-    assert is_preaggregation(sql)
-
-
-@pytest.mark.parametrize("sql", [
-    "SELECT 1", "select * from system.queue", "SHOW process_id", "SET process_id = 'x'",
-    "SELECT * FROM system.cache WHERE id = 'create table'",
-])
-def test_not_preaggregation_statements(sql: str) -> None:
-    assert not is_preaggregation(sql)
+def test_plain_sql_gets_every_value_as_postgresql_text() -> None:
+    assert plain_params(["2024-01-01T00:00:00.000Z", 7, 1.5, True, False, None, b"ab"]) == [
+        "2024-01-01T00:00:00.000Z", "7", "1.5", "true", "false", None, "ab"]
+    assert plain_params(None) == []
