@@ -45,6 +45,7 @@ from .catalog_tables import CATALOG_SCHEMAS, COLUMN_TYPES, TABLES, CatalogFacts,
 from .errors import UndefinedColumn
 from .lexer import for_sqlglot
 from .outcome import HINT, PlainDescription, PlainOutcome
+from .refusals import refuse_select
 from .session import PlainSession
 
 __all__ = [
@@ -118,6 +119,8 @@ def _parsed(sql: str) -> exp.Expr | None:
         return None
     nodes = [t for t in trees if isinstance(t, exp.Expr)]
     if len(nodes) != 1 or not _catalog_tables(nodes[0]):
+        return None
+    if refuse_select(nodes[0], sql) is not None:  # Cube asking for pre-aggregation schemas
         return None
     return nodes[0]
 
@@ -279,8 +282,8 @@ def _value(value: object, pg_type: str) -> Value:
         return bool(value) if not isinstance(value, str) else value in ("t", "true", "1")
     if _WIRE.get(pg_type, _TEXT_WIRE)[0] is ColumnType.INT:
         try:
-            return int(value)  # type: ignore[call-overload]  # SQLite gives int/float/str
-        except (TypeError, ValueError):
+            return int(str(value)) if not isinstance(value, int | float) else int(value)
+        except ValueError:
             return None
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

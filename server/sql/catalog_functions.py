@@ -47,10 +47,12 @@ def parse_array(text: object) -> list[str | None]:
     """PostgreSQL's text form of a one-dimensional array → its elements."""
     if not isinstance(text, str) or not text.startswith("{") or not text.endswith("}"):
         return []
-    body, out, i = text[1:-1], [], 0
+    body, i = text[1:-1], 0
+    out: list[str | None] = []
     while i < len(body):
         if body[i] == '"':
-            j, value = i + 1, []
+            j = i + 1
+            value: list[str] = []
             while j < len(body) and body[j] != '"':
                 if body[j] == "\\" and j + 1 < len(body):
                     j += 1

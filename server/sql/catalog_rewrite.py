@@ -74,7 +74,7 @@ def _call(name: str, *args: exp.Expr) -> exp.Expr:
 
 def _cast(node: exp.Cast) -> exp.Expr:
     target = _type_name(node.to)
-    inner = node.this
+    inner: exp.Expr = node.this
     if target in _REG_FUNCS:
         return _call(_REG_FUNCS[target], inner)
     if target in _TEXT_TYPES:
@@ -120,7 +120,7 @@ def _array(node: exp.Array) -> exp.Expr:
         return exp.Subquery(this=exp.select(agg)
                             .from_(exp.Subquery(this=select, alias=exp.TableAlias(
                                 this=exp.to_identifier("_a")))))
-    if all(isinstance(i, exp.Literal) or isinstance(i, exp.Null) for i in items):
+    if all(isinstance(i, (exp.Literal, exp.Null)) for i in items):
         from .catalog_functions import format_array
 
         return exp.Literal.string(format_array([None if isinstance(i, exp.Null) else i.name
@@ -182,7 +182,8 @@ def rewrite(tree: exp.Expr) -> exp.Expr:
                 and node.this.name.lower() == "pg_catalog":
             return node.expression
         if isinstance(node, exp.Collate):
-            return node.this
+            collated: exp.Expr = node.this
+            return collated
         if isinstance(node, exp.Operator):
             return _operator(node)
         if isinstance(node, exp.RegexpLike | exp.RegexpILike):
@@ -240,7 +241,7 @@ def _expr_type(node: exp.Expr) -> str:
         if target in _INT_TYPES:
             return "oid" if target == "oid" else "int8"
         return "text"
-    if isinstance(node, _BOOL_NODES) or isinstance(node, exp.Operator):
+    if isinstance(node, (_BOOL_NODES, exp.Operator)):
         return "bool"
     if isinstance(node, exp.Literal):
         return "text" if node.is_string else "int4"

@@ -24,7 +24,7 @@ wire sends CopyOutResponse, one CopyData per line, CopyDone and ``COPY n``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from typing import Final, Literal
@@ -35,8 +35,10 @@ from cubequeue.grammar.results import ResultSet
 from cubequeue.server.pgwire.types import dump_value
 
 from .lexer import Token, tokenize
+from .outcome import PlainOutcome
 
-__all__ = ["COPY_HINT", "CopyOptions", "CopyRequest", "copy_lines", "parse_copy"]
+__all__ = ["COPY_HINT", "CopyOptions", "CopyOut", "CopyRequest", "copy_lines", "parse_copy",
+           "run_copy"]
 
 COPY_HINT: Final = (
     "cubequeue answers COPY (SELECT …) TO STDOUT [WITH (FORMAT text|csv, HEADER, "
@@ -141,7 +143,7 @@ def _options(pairs: Sequence[tuple[str, str | None]]) -> CopyOptions:
         raise _refuse(f"COPY in encoding {values['encoding']} (the server's is UTF8)")
     delimiter = _one_char("delimiter", values["delimiter"]) if "delimiter" in values else (
         "," if csv else "\t")
-    null = values["null"] if "null" in values else ("" if csv else "\\N")
+    null = values.get("null", "" if csv else "\\N")
     if null is None:
         raise InvalidParameterValue("NULL requires a parameter")
     quote = _one_char("quote", values["quote"]) if "quote" in values else '"'
@@ -160,8 +162,10 @@ def parse_copy(sql: str) -> CopyRequest:
     if not tokens or not _is(tokens[0], "copy"):
         raise _syntax(sql, tokens[0] if tokens else None)
     if len(tokens) < 2 or not _is(tokens[1], "("):
-        target = tokens[1].value if len(tokens) > 1 else ""
-        direction = next((t.value for t in tokens[2:] if _is(t, "from", "to")), "")
+        cut = next((i for i, t in enumerate(tokens) if i and _is(t, "from", "to", "(")),
+                   len(tokens))
+        target = "".join(t.value for t in tokens[1:cut])
+        direction = tokens[cut].value if cut < len(tokens) else ""
         if direction == "from":
             raise _refuse(f"COPY {target} FROM (cubequeue has no tables to load)")
         raise _refuse(f"COPY of a table ({target}); copy a query instead, "
@@ -265,9 +269,35 @@ def copy_lines(result: ResultSet, type_oids: Sequence[int], opts: CopyOptions,
         fields = []
         for value, oid in zip(row, type_oids, strict=True):
             if value is None:
-                fields.append(opts.null if csv else opts.null)
+                fields.append(opts.null)
                 continue
             text = dump_value(oid, 0, value, tz).decode("utf-8")
             fields.append(_csv_value(text, opts) if csv else _text_value(text, opts.delimiter))
         lines.append(opts.delimiter.join(fields).encode("utf-8") + b"\n")
     return lines
+
+
+@dataclass(frozen=True, slots=True)
+class CopyOut:
+    """What the wire sends for one COPY TO STDOUT: CopyOutResponse with ``column_count``
+    text columns, one CopyData per line, CopyDone, then CommandComplete ``tag``."""
+
+    column_count: int
+    lines: list[bytes]
+    rows: int
+
+    @property
+    def tag(self) -> str:
+        return f"COPY {self.rows}"
+
+
+def run_copy(sql: str, run_select: Callable[[str], PlainOutcome], tz: tzinfo = UTC) -> CopyOut:
+    """Answer ``COPY (query) TO STDOUT``: ``run_select`` runs the query as the wire runs
+    any plain SELECT (system tables, catalogs, the transaction checks)."""
+    request = parse_copy(sql)
+    outcome = run_select(request.query)
+    result = outcome.result
+    if result is None or outcome.type_oids is None:
+        raise _refuse("COPY of a statement that returns no rows (only SELECT)")
+    lines = copy_lines(result, outcome.type_oids, request.options, tz)
+    return CopyOut(len(result.columns), lines, len(result.rows))
