@@ -123,6 +123,8 @@ class DurableStore:
         if self.store.next_item_id + RESERVE_IDS // 2 >= self._reserved:
             self._reserve()
         result = self.store.execute(cmd, process_id)
+        if kind is SysCachestore and getattr(cmd, "action", "") == "info":
+            result = ResultSet(result.columns, [*result.rows, *self.info_rows()])
         if kind is SysClock:
             clock = self.store.clock
             self._journal.append((CLOCK, clock(), getattr(clock, "offset_ms", 0)))

@@ -65,6 +65,9 @@ def test_state_survives_a_kill_and_replies_wait_for_the_write():
         assert await run(again, "CACHE GET 'c:k'") == [("v",)]
         new_id = int((await run(again, "QUEUE ADD PRIORITY 1 'q:c' 'p'"))[0][0])
         assert new_id > 2
+        info = {row[0]: row[1] for row in await run(again, "SYS CACHESTORE INFO")}
+        assert info["durable.fsync"] == "everysec"
+        assert info["durable.log_state"] == "ok"
         await again.close()
         await durable.log.close()
 
