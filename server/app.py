@@ -4,9 +4,11 @@ The only place that reads the wall clock for the store (through an
 :class:`AdjustableClock`, so ``--test-clock`` can move it) and that owns the process'
 signals. Shutdown on SIGTERM/SIGINT: ``/readyz`` answers 503 at once, the PostgreSQL
 listener stops accepting, every open connection is told to end (57P01 on the PostgreSQL
-wire, blocked waiters included), and the HTTP listener stays up, ``/readyz`` answering
-503, until ``--shutdown-grace`` has passed, so a load balancer polling it sees the drain
-instead of a refused connection. A second signal ends the wait at once.
+wire, blocked waiters included), and the process exits once they are gone. When
+something has polled ``/readyz`` since start (a load balancer, an orchestrator's probe),
+the HTTP listener stays up, ``/readyz`` answering 503, until ``--shutdown-grace`` has
+passed, so the poller sees the drain instead of a refused connection; nobody watching,
+nothing to wait for. A second signal ends the wait at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import errno
 import gc
 import logging
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -97,11 +100,16 @@ def open_doors(config: Config) -> list[str]:
 
 
 class _DescriptorAlarm:
-    """The loop's exception handler: running out of file descriptors (EMFILE, ENFILE)
-    while accepting is logged at ERROR, at most once a minute with a count, since the
-    accept loop retries every second; anything else goes to asyncio's default handler."""
+    """Running out of file descriptors, logged at ERROR at most once a minute with a
+    count. asyncio reports a failed accept (EMFILE, ENFILE) to the loop's exception
+    handler, retrying every second; uvloop (libuv) reports nothing and drops the
+    connection, so :meth:`watch` also compares the open descriptors with the limit
+    once a second. Any other exception goes to asyncio's default handler."""
 
     INTERVAL_S = 60.0
+    WATCH_S = 1.0
+    #: descriptors kept free for the store, logs and the listeners' own work
+    MARGIN = 4
 
     def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
@@ -113,15 +121,41 @@ class _DescriptorAlarm:
         if not (isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE)):
             loop.default_exception_handler(context)
             return
+        self.alarm(exc.strerror or "too many open files")
+
+    def alarm(self, reason: str) -> None:
         now = self._now()
         if self._last is not None and now - self._last < self.INTERVAL_S:
             self._missed += 1
             return
         more = f" ({self._missed} more since the last line)" if self._missed else ""
-        _log.error("out of file descriptors, new connections wait: %s%s; raise the limit "
-                   "(ulimit -n) or lower --max-connections and "
-                   "--max-unauthenticated-connections", exc.strerror, more)
+        _log.error("out of file descriptors, new connections are refused: %s%s; raise the "
+                   "limit (ulimit -n) or lower --max-connections and "
+                   "--max-unauthenticated-connections", reason, more)
         self._last, self._missed = now, 0
+
+    async def watch(self) -> None:
+        """Where ``/proc/self/fd`` exists (Linux), check the count against the limit."""
+        import resource
+
+        if not os.path.isdir(_FD_DIR):
+            return
+        while True:
+            await asyncio.sleep(self.WATCH_S)
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if soft == resource.RLIM_INFINITY:
+                continue
+            try:
+                used = len(os.listdir(_FD_DIR))
+            except OSError as exc:  # listing needs a descriptor of its own
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    self.alarm(f"all {soft} descriptors in use")
+                continue
+            if used >= soft - self.MARGIN:
+                self.alarm(f"{used} of {soft} descriptors in use")
+
+
+_FD_DIR = "/proc/self/fd"
 
 
 def limits_from(config: Config) -> Limits:
@@ -175,7 +209,13 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
 
     ctx = build_context(config)
     loop = asyncio.get_running_loop()
-    loop.set_exception_handler(_DescriptorAlarm(loop.time).handle)
+    descriptors = _DescriptorAlarm(loop.time)
+    loop.set_exception_handler(descriptors.handle)
+    watcher = loop.create_task(descriptors.watch())
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before listening: a client may signal at once
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
     pg_server = await start_pg_server(ctx)
     unix_server = None
     if config.unix_socket_dir is not None:
@@ -195,14 +235,11 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     if on_ready is not None:
         on_ready(ctx)
 
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
         stop.clear()  # a second signal cuts the grace period short
     finally:
+        watcher.cancel()
         if unix_server is not None:
             unix_server.close()
         await _shutdown(ctx, pg_server, http_server, stop)
@@ -226,7 +263,7 @@ async def _shutdown(
     if len(ctx.connections):
         _log.warning("%d connection(s) still open after the grace period", len(ctx.connections))
     remaining = deadline - loop.time()
-    if again is not None and remaining > 0:
+    if again is not None and remaining > 0 and ctx.readiness_watched:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(again.wait(), remaining)
     http_server.close()

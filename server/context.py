@@ -216,6 +216,9 @@ class ServerContext:
     version: str
     started_at: float = field(default_factory=time.time)
     shutting_down: bool = False
+    #: something has asked ``/readyz`` (a load balancer, an orchestrator's probe): on
+    #: shutdown the HTTP port then stays up through ``--shutdown-grace`` answering 503
+    readiness_watched: bool = False
 
     @property
     def server_version(self) -> str:

@@ -203,6 +203,7 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         if path == "/healthz":
             return connection.respond(HTTPStatus.OK, "ok\n")
         if path == "/readyz":
+            ctx.readiness_watched = True
             if ctx.shutting_down:
                 return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
             return connection.respond(HTTPStatus.OK, "ready\n")

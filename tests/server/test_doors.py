@@ -274,3 +274,33 @@ def test_psql_over_the_unix_socket(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=WAIT_S, check=True,
         )  # fmt: skip
         assert out.stdout.startswith("1|t|1"), out
+
+
+def test_nobody_watching_readiness_means_no_wait() -> None:
+    srv = start_cubequeue("--shutdown-grace", "120")
+    try:
+        srv.process.send_signal(signal.SIGTERM)
+        assert srv.process.wait(WAIT_S) == 0  # well inside the 120 s grace
+    finally:
+        srv.stop()
+
+
+def test_running_out_of_file_descriptors_is_logged() -> None:
+    import os
+    import resource
+
+    with server() as srv:
+        used = len(os.listdir(f"/proc/{srv.process.pid}/fd"))
+        resource.prlimit(srv.process.pid, resource.RLIMIT_NOFILE, (used + 4, used + 4))
+        socks = []
+        try:
+            deadline = time.monotonic() + WAIT_S
+            for _ in range(20):  # more than the 4 descriptors left to the server
+                socks.append(socket.create_connection((srv.host, srv.port), timeout=WAIT_S))
+            while "out of file descriptors" not in srv.log() and time.monotonic() < deadline:
+                time.sleep(0.05)  # waiting for the server's accept loop, not timing it
+        finally:
+            for sock in socks:
+                sock.close()
+        assert "ERROR" in srv.log() and "out of file descriptors" in srv.log()
+        assert srv.log().count("out of file descriptors") == 1  # once a minute at most
