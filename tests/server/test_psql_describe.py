@@ -29,37 +29,37 @@ pytestmark = [
 #: without the catalog, psql completes nothing and each wait would run to its timeout
 completion = pytest.mark.xfail(not HOOKED, run=False, reason=_REASON)
 
-QUEUE = """\
-                          Table "system.queue"
-   Column    |           Type           | Collation | Nullable | Default 
--------------+--------------------------+-----------+----------+---------
- id          | text                     |           |          | 
- queue_id    | bigint                   |           |          | 
- prefix      | text                     |           |          | 
- created     | timestamp with time zone |           |          | 
- status      | text                     |           |          | 
- priority    | bigint                   |           |          | 
- heartbeat   | timestamp with time zone |           |          | 
- orphaned    | timestamp with time zone |           |          | 
- value       | text                     |           |          | 
- extra       | text                     |           |          | 
- process_id  | text                     |           |          | 
- exclusive   | boolean                  |           |          | 
- external_id | text                     |           |          | 
-
-"""
-RELATIONS = """\
-            List of relations
- Schema |      Name      | Type  | Owner 
---------+----------------+-------+-------
- system | cache          | table | cube
- system | queue          | table | cube
- system | queue_log      | table | cube
- system | queue_prefixes | table | cube
- system | queue_results  | table | cube
-(5 rows)
-
-"""
+QUEUE = (
+    '                          Table "system.queue"\n'
+    '   Column    |           Type           | Collation | Nullable | Default \n'
+    '-------------+--------------------------+-----------+----------+---------\n'
+    ' id          | text                     |           |          | \n'
+    ' queue_id    | bigint                   |           |          | \n'
+    ' prefix      | text                     |           |          | \n'
+    ' created     | timestamp with time zone |           |          | \n'
+    ' status      | text                     |           |          | \n'
+    ' priority    | bigint                   |           |          | \n'
+    ' heartbeat   | timestamp with time zone |           |          | \n'
+    ' orphaned    | timestamp with time zone |           |          | \n'
+    ' value       | text                     |           |          | \n'
+    ' extra       | text                     |           |          | \n'
+    ' process_id  | text                     |           |          | \n'
+    ' exclusive   | boolean                  |           |          | \n'
+    ' external_id | text                     |           |          | \n'
+    '\n'
+)
+RELATIONS = (
+    '            List of relations\n'
+    ' Schema |      Name      | Type  | Owner \n'
+    '--------+----------------+-------+-------\n'
+    ' system | cache          | table | cube\n'
+    ' system | queue          | table | cube\n'
+    ' system | queue_log      | table | cube\n'
+    ' system | queue_prefixes | table | cube\n'
+    ' system | queue_results  | table | cube\n'
+    '(5 rows)\n'
+    '\n'
+)
 
 
 def psql(server, *args: str) -> subprocess.CompletedProcess[str]:
