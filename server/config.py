@@ -65,6 +65,18 @@ class Config:
     http_tls: bool = False
     #: also listen on ``DIR/.s.PGSQL.<port>``, where psql looks without ``-h``
     unix_socket_dir: str | None = None
+    #: durable mode: log and snapshots in this directory; None keeps everything in memory
+    data_dir: str | None = None
+    #: always, everysec or no (durable mode only)
+    fsync: str = "everysec"
+    #: salvage, strict or point-in-time: what recovery does with corruption before the tail
+    recovery: str = "salvage"
+    #: above it, commands that grow state get 53100; None: no cap
+    max_disk_bytes: int | None = None
+    segment_bytes: int = 67_108_864
+    snapshot_min_log_bytes: int = 67_108_864
+    #: seconds between snapshots when anything changed
+    snapshot_interval: int = 600
 
 
 #: the listener options whose port a bind error may name, in the order they are bound

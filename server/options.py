@@ -51,6 +51,8 @@ AUTH_METHODS = ("trust", "scram-sha-256", "md5")
 WS_AUTH_METHODS = ("none", "basic")
 CONSOLE_AUTH_METHODS = ("none", "basic", "off")
 METRICS_AUTH_METHODS = ("none", "basic", "loopback")
+FSYNC_POLICIES = ("always", "everysec", "no")
+RECOVERY_POLICIES = ("salvage", "strict", "point-in-time")
 #: Cube Store's hard limit on how long a result is kept (dialect doc §8 rule 9).
 RESULTS_EXPIRE_MAX_S = 300
 
@@ -297,6 +299,26 @@ OPTIONS: tuple[Option, ...] = (
            parse_bool, is_bool=True),
     Option("unix_socket_dir", "also listen on DIR/.s.PGSQL.PORT (psql -h DIR)", _directory,
            metavar="DIR"),
+    Option("data_dir", "durable mode: keep a log and snapshots in DIR (created if missing) "
+           "and recover them at startup; unset keeps everything in memory", _non_empty,
+           cubestore_env="CUBESTORE_DATA_DIR", cubestore_parse=_non_empty, metavar="DIR",
+           default_help="none (in memory)"),
+    Option("fsync", "durable mode: reply after fdatasync (always), after write(2) with an "
+           "fdatasync every second (everysec) or after write(2) only (no)",
+           _choice(FSYNC_POLICIES), metavar="POLICY"),
+    Option("recovery", "durable mode: a corrupt frame before the log's tail is skipped and "
+           "quarantined (salvage), stops startup (strict) or ends the replay there "
+           "(point-in-time)", _choice(RECOVERY_POLICIES), metavar="POLICY"),
+    Option("max_disk_bytes", "durable mode: above this many bytes in the data directory, "
+           "commands that grow state get 53100", _integer(1 << 20), metavar="BYTES",
+           unit="bytes", default_help="none"),
+    Option("segment_bytes", "durable mode: size of one preallocated log segment",
+           _integer(1 << 16), metavar="BYTES", unit="bytes"),
+    Option("snapshot_min_log_bytes", "durable mode: snapshot once the log since the last "
+           "snapshot is this large (and at least that snapshot's size)", _integer(1 << 16),
+           metavar="BYTES", unit="bytes"),
+    Option("snapshot_interval", "durable mode: snapshot at least this often when anything "
+           "changed", _POSITIVE, metavar="S", unit="s"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
