@@ -276,7 +276,9 @@ class CachePurge(Command):
     prefix: str | Param
 
 
-CachestoreAction = Literal["healthcheck", "info", "compaction", "eviction", "persist"]
+#: ``wipe`` is cubequeue's: empty everything (durable mode also writes an empty snapshot
+#: and prunes the older files, so the data directory shrinks at once).
+CachestoreAction = Literal["healthcheck", "info", "compaction", "eviction", "persist", "wipe"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

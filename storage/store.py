@@ -193,6 +193,10 @@ class Store:
         action = cmd.action
         if action in ("healthcheck", "persist"):
             return EMPTY
+        if action == "wipe":  # in memory, WIPE is QUEUE TRUNCATE plus CACHE TRUNCATE
+            self._queue.truncate(now)
+            self._cache.cache_truncate(CacheTruncate())
+            return EMPTY
         if action == "compaction":
             self._cache.sweep()
             return EMPTY
