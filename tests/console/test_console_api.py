@@ -147,7 +147,7 @@ def _server(*args: str) -> CubequeueServer:
 
 
 def test_basic_auth_by_default_when_the_wire_asks_for_passwords() -> None:
-    s = _server("--auth", "md5", "--password", "s3cret")
+    s = _server("--ws-auth", "none", "--auth", "md5", "--password", "s3cret")
     try:
         for path in ("/", "/api/v1/overview"):
             status, headers, _ = get(s, path)
@@ -171,7 +171,7 @@ def test_console_auth_off_removes_console_and_json() -> None:
 
 
 def test_console_auth_none_opens_it_even_with_passwords() -> None:
-    s = _server("--auth", "scram-sha-256", "--password", "pw", "--console-auth", "none")
+    s = _server("--ws-auth", "none", "--auth", "scram-sha-256", "--password", "pw", "--console-auth", "none")
     try:
         assert get(s, "/api/v1/overview")[0] == 200
     finally:

@@ -177,7 +177,7 @@ def test_markup_in_store_values_renders_as_text(browser: Browser,
 
 
 def test_basic_auth_prompt_then_the_page(browser: Browser) -> None:
-    s = start_cubequeue("--auth", "scram-sha-256", "--password", "s3cret")
+    s = start_cubequeue("--ws-auth", "none", "--auth", "scram-sha-256", "--password", "s3cret")
     try:
         # Headless Chromium cannot show the prompt (the navigation fails with
         # ERR_INVALID_AUTH_CREDENTIALS), so the browser's own HTTP stack shows the 401 and

@@ -54,7 +54,7 @@ def test_empty_password_is_refused_naming_the_user(tmp_path: Path, line: str) ->
 def test_server_refuses_an_empty_password_at_start(tmp_path: Path) -> None:
     path = tmp_path / "users"
     path.write_text("bob:\n")
-    proc = subprocess.run([sys.executable, "-m", "cubequeue.server", "--auth", "md5",
+    proc = subprocess.run([sys.executable, "-m", "cubequeue.server", "--ws-auth", "none", "--auth", "md5",
                            "--users-file", str(path)], capture_output=True, text=True,
                           timeout=60, check=False)
     assert proc.returncode == 2
@@ -66,7 +66,7 @@ def test_server_refuses_an_empty_password_at_start(tmp_path: Path) -> None:
 def test_passwords_with_hash_log_in_over_psycopg(tmp_path: Path) -> None:
     path = tmp_path / "users"
     path.write_text("alice:Tr0ub4dor#3xKq9\nbob:#hunter2\n")
-    server = start_cubequeue("--auth", "scram-sha-256", "--users-file", str(path))
+    server = start_cubequeue("--ws-auth", "none", "--auth", "scram-sha-256", "--users-file", str(path))
     try:
         assert _logs_in(server, "alice", "Tr0ub4dor#3xKq9")
         assert not _logs_in(server, "alice", "Tr0ub4dor")
@@ -84,7 +84,7 @@ def test_password_file_is_read_without_its_line_break(tmp_path: Path) -> None:
     path.write_text("s3cret with blanks\n")
     assert load_config(["--password-file", str(path)], {}).password == "s3cret with blanks"
     env = {"CUBEQUEUE_PASSWORD_FILE": str(path)}
-    cfg = load_config(["--auth", "md5"], env)
+    cfg = load_config(["--ws-auth", "none", "--auth", "md5"], env)
     assert (cfg.password, cfg.password_file) == ("s3cret with blanks", str(path))
 
 
@@ -105,7 +105,7 @@ def test_password_file_errors(tmp_path: Path, content: str, args: list[str],
 def test_password_file_from_the_variable_logs_in_over_psycopg(tmp_path: Path) -> None:
     path = tmp_path / "pw"
     path.write_text("fr0m-a-f1le\n")
-    server = start_cubequeue("--auth", "scram-sha-256",
+    server = start_cubequeue("--ws-auth", "none", "--auth", "scram-sha-256",
                              env={"CUBEQUEUE_PASSWORD_FILE": str(path)})
     try:
         assert _logs_in(server, "cube", "fr0m-a-f1le")

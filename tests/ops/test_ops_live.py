@@ -192,7 +192,7 @@ def test_healthcheck_against_the_server(start_server: StartServer) -> None:
 def test_healthcheck_with_auth(start_server: StartServer, tmp_path: Path, auth: str) -> None:
     users = tmp_path / "users"
     users.write_text("# healthcheck user first\nprobe: pr0be:x  # a comment\ncube:other\n")
-    server = start_server("--auth", auth, "--users-file", str(users))
+    server = start_server("--ws-auth", "none", "--auth", auth, "--users-file", str(users))
     env = {"CUBEQUEUE_PORT": str(server.port), "CUBEQUEUE_USERS_FILE": str(users)}
     proc = _healthcheck(env=env)
     assert proc.returncode == 0, proc.stderr

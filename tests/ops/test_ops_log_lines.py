@@ -116,7 +116,7 @@ def test_auth_failure_names_user_peer_and_reason() -> None:
                            "10.0.0.7:50000: the password does not match")
 
 
-@pytest.mark.cubequeue_args("--auth", "scram-sha-256", "--password", "right",
+@pytest.mark.cubequeue_args("--ws-auth", "none", "--auth", "scram-sha-256", "--password", "right",
                             "--log-format", "json")
 def test_failed_password_login_over_psycopg_is_logged(
         cubequeue_server: CubequeueServer) -> None:

@@ -154,7 +154,7 @@ def test_healthcheck_finds_the_port_the_server_was_started_with(tmp_path: Path) 
     command line, in no variable; the healthcheck reads it from the server process."""
     password = tmp_path / "pw"
     password.write_text("hc-s3cret\n")
-    server = start_cubequeue("--auth", "scram-sha-256", "--password-file", str(password))
+    server = start_cubequeue("--ws-auth", "none", "--auth", "scram-sha-256", "--password-file", str(password))
     try:
         found = _healthcheck_of(server)
         assert found.returncode == 0, found.stderr

@@ -243,7 +243,7 @@ def test_shutdown_sends_57p01_to_idle_and_blocked_connections(start_server):
 
 @pytest.mark.parametrize("method", ["scram-sha-256", "md5"])
 def test_password_auth(start_server, method):
-    srv = start_server("--auth", method, "--password", "pa ss")
+    srv = start_server("--ws-auth", "none", "--auth", method, "--password", "pa ss")
     dsn = f"host={srv.host} port={srv.port} user=cube dbname=cube"
     with psycopg.connect(dsn + " password='pa ss'", autocommit=True) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
@@ -254,7 +254,7 @@ def test_password_auth(start_server, method):
 def test_users_file_and_unknown_user(start_server, tmp_path):
     users = tmp_path / "users"
     users.write_text("# comment\nalice:wonder\n")
-    srv = start_server("--auth", "scram-sha-256", "--users-file", str(users))
+    srv = start_server("--ws-auth", "none", "--auth", "scram-sha-256", "--users-file", str(users))
     dsn = f"host={srv.host} port={srv.port} dbname=cube"
     with psycopg.connect(dsn + " user=alice password=wonder") as conn:
         assert conn.execute("SHOW session_authorization").fetchone() == ("alice",)
