@@ -33,7 +33,8 @@ __all__ = [
 
 
 class InvalidAuthorizationSpecification(QueueError, sqlstate="28000"):
-    """A startup packet without a user name."""
+    """No rule admits this connection: a startup packet without a user name, or
+    plaintext under ``--tls-required``."""
 
 
 class DuplicatePreparedStatement(QueueError, sqlstate="42P05"):

@@ -50,6 +50,7 @@ from cubequeue.server.errors import (
 from cubequeue.server.executor import WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError
+from cubequeue.server.pgwire.errors import InvalidAuthorizationSpecification
 from cubequeue.server.pgwire.session import PgSession
 from cubequeue.server.pgwire.states import SessionState
 
@@ -72,10 +73,6 @@ MAX_QUEUED_MESSAGES: Final = 10_000
 #: transport write buffer high-water mark (bytes) before reading pauses
 WRITE_HIGH_WATER: Final = 1 << 20
 _CANCELED = "canceling statement due to user request"
-
-
-class InvalidAuthorization(QueueError, sqlstate="28000"):
-    """No rule admits this connection (``--tls-required`` and no TLS)."""
 
 
 class _Fatal:
@@ -208,7 +205,7 @@ class PgProtocol(asyncio.Protocol):
                 session.fatal(self._refusal)
             elif isinstance(item, m.StartupMessage) and self._refuse_plaintext():
                 user = item.get("user") or ""
-                session.fatal(InvalidAuthorization(
+                session.fatal(InvalidAuthorizationSpecification(
                     f'no pg_hba.conf entry for host "{self.peer.rpartition(":")[0]}", '
                     f'user "{user}", no encryption (--tls-required)'
                 ))
