@@ -17,7 +17,6 @@ BY key reads that key, an aggregate reads its accumulated value, and any other c
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
@@ -220,19 +219,6 @@ def _or(a: Eval, b: Eval) -> Eval:
         return None if x is None or y is None else False
 
     return run
-
-
-def _like_regex(pattern: str, insensitive: bool) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
-        i += 1
-    return re.compile("".join(out), re.S | (re.I if insensitive else 0))
 
 
 def _int_div(a: int, b: int) -> int:

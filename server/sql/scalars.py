@@ -25,7 +25,6 @@ from .expressions import (
     Scope,
     _and,
     _bool_operand,
-    _like_regex,
     _or,
     _unify,
     arithmetic,
@@ -34,6 +33,7 @@ from .expressions import (
     compare,
     compile_expr,
 )
+from .like import LikePattern, compile_like
 from .sqltypes import SqlType, check_int, parse_interval
 
 __all__ = ["call_function", "compile_scalar", "output_name"]
@@ -137,24 +137,48 @@ def _text_operand(c: Compiled, scope: Scope, what: str) -> Compiled:
     raise FeatureNotSupported(f"{what} needs text, not {c.type.pg_name}")
 
 
-def _like(node: exp.Like | exp.ILike | exp.RegexpLike, scope: Scope) -> Compiled:
+#: patterns compiled per LIKE node and kept, so a column pattern cannot grow it per row
+_LIKE_CACHE_ENTRIES: Final = 64
+
+
+def _like(node: exp.Like | exp.ILike | exp.RegexpLike, scope: Scope,
+          escape_node: exp.Expr | None = None) -> Compiled:
+    """LIKE / ILIKE through :mod:`.like` (linear, no backtracking); ``~`` through ``re``."""
     what = {exp.Like: "LIKE", exp.ILike: "ILIKE"}.get(type(node), "~")
     a = _text_operand(compile_expr(node.this, scope), scope, what)
     b = _text_operand(compile_expr(node.expression, scope), scope, what)
-    insensitive = isinstance(node, exp.ILike)
-    regex = isinstance(node, exp.RegexpLike)
+    esc = None if escape_node is None else _text_operand(compile_expr(escape_node, scope), scope, "ESCAPE")
     negate = bool(node.args.get("negate"))
-    cache: dict[str, re.Pattern[str]] = {}
+    if isinstance(node, exp.RegexpLike):
+        regexes: dict[str, re.Pattern[str]] = {}
+
+        def run_regex(row: Row, ctx: Ctx) -> Value:
+            x, p = a.fn(row, ctx), b.fn(row, ctx)
+            if x is None or p is None:
+                return None
+            rx = regexes.get(str(p))
+            if rx is None:
+                rx = re.compile(str(p))
+                if len(regexes) < _LIKE_CACHE_ENTRIES:
+                    regexes[str(p)] = rx
+            return (rx.search(str(x)) is not None) != negate
+
+        return Compiled(run_regex, T.BOOL)
+    insensitive = isinstance(node, exp.ILike)
+    patterns: dict[tuple[str, str], LikePattern] = {}
 
     def run(row: Row, ctx: Ctx) -> Value:
         x, p = a.fn(row, ctx), b.fn(row, ctx)
-        if x is None or p is None:
+        e = "\\" if esc is None else esc.fn(row, ctx)
+        if x is None or p is None or e is None:
             return None
-        rx = cache.get(str(p))
-        if rx is None:
-            rx = cache[str(p)] = re.compile(str(p)) if regex else _like_regex(str(p), insensitive)
-        hit = (rx.search(str(x)) if regex else rx.fullmatch(str(x))) is not None
-        return hit != negate
+        key = (str(p), str(e))
+        pattern = patterns.get(key)
+        if pattern is None:
+            pattern = compile_like(key[0], escape=key[1], insensitive=insensitive)
+            if len(patterns) < _LIKE_CACHE_ENTRIES:
+                patterns[key] = pattern
+        return pattern.matches(str(x)) != negate
 
     return Compiled(run, T.BOOL)
 
@@ -366,6 +390,8 @@ def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
         return compile_expr(exp.And(this=low, expression=high), scope)
     if isinstance(node, exp.Like | exp.ILike | exp.RegexpLike):
         return _like(node, scope)
+    if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like | exp.ILike):
+        return _like(node.this, scope, node.expression)
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
         return arithmetic(node, compile_expr(node.this, scope), compile_expr(node.expression, scope), scope)
     if isinstance(node, exp.Neg):
