@@ -1,0 +1,276 @@
+"""Cube's own QueryQueue from npm over the path Cube really uses (issue 19).
+
+``python -m bench.cube_queue [--quick] [--seconds S]``. Several node processes
+(``bench/queryqueue/workload.cjs``) share one queue and call ``executeInQueue`` from
+``concurrency`` loops each, with a query handler that returns at once:
+
+* ``redis``: the 0.35 line's ``RedisQueueDriver`` against Redis 7 (no persistence);
+* ``cubequeue 0.35``: the 0.35 line's Cube Store queue driver over the WebSocket;
+* ``cubequeue 1.7 normal|fast``: the 1.7.43 driver (tests/node) with
+  ``CUBEJS_QUEUE_FAST_TRACK`` off or on; the server advertises 1.7.25, so with the switch
+  on the driver's ``queueAddAndRetrieve`` capability holds and every query (priority 10,
+  Interactive) is added with ``QUEUE ADD_AND_RETRIEVE``.
+
+Every process connects and finishes its warm-up queries before the window opens; the
+server's CPU (whole process tree, ``cpu.py``) is read when the driver says "go" and when
+the last process has had all its queries answered, and each node process reports its own
+``process.cpuUsage()`` over its window. A run whose queries were not each executed once
+and answered once with their own result is not a result (``check.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from bench import peers
+from bench.check import Check, check_run
+from bench.cpu import tree_cpu_s
+from bench.stats import pct
+
+__all__ = ["CONFIGS", "PROCESSES", "QQConfig", "QQRun", "deps_missing", "run_queryqueue"]
+
+ROOT = Path(__file__).resolve().parent
+WORKLOAD = ROOT / "queryqueue" / "workload.cjs"
+NODE_MODULES = (ROOT / "queryqueue" / "node_modules", ROOT.parent / "tests" / "node" / "node_modules")
+NODE = "node"
+PROCESSES = 3
+WARMUP_QUERIES = 8
+READY_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class QQConfig:
+    """One column of the table: which server, which Cube line, which switches."""
+
+    system: str  # "cubequeue" | "redis"
+    line: str  # "0.35" | "1.7"
+    fast: bool
+    concurrency: int
+    processes: int = PROCESSES
+
+    @property
+    def driver(self) -> str:
+        return "redis" if self.system == "redis" else "cubestore"
+
+    @property
+    def label(self) -> str:
+        track = (" fast" if self.fast else " normal") if self.line == "1.7" else ""
+        return f"{self.system} {self.line}{track}"
+
+
+#: the configurations of the table, in the order they are interleaved
+CONFIGS: tuple[tuple[str, str, bool], ...] = (
+    ("redis", "0.35", False),
+    ("cubequeue", "0.35", False),
+    ("cubequeue", "1.7", False),
+    ("cubequeue", "1.7", True),
+)
+
+
+@dataclass(slots=True)
+class QQRun:
+    config: QQConfig
+    seconds: float
+    queries: int
+    server_cpu_s: float
+    client_cpu_s: float
+    latencies_ms: list[float]
+    retries: int
+    check: Check | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and self.queries > 0 and self.check is not None and self.check.ok
+
+    @property
+    def qps(self) -> float:
+        return self.queries / self.seconds if self.seconds else 0.0
+
+    @property
+    def server_us_per_query(self) -> float:
+        return self.server_cpu_s / self.queries * 1e6 if self.queries else 0.0
+
+    @property
+    def client_us_per_query(self) -> float:
+        return self.client_cpu_s / self.queries * 1e6 if self.queries else 0.0
+
+    @property
+    def p50_ms(self) -> float:
+        return pct(self.latencies_ms, 50)
+
+    @property
+    def p99_ms(self) -> float:
+        return pct(self.latencies_ms, 99)
+
+
+def deps_missing() -> str | None:
+    """Why the bench cannot run here, or None (``make bench-deps`` installs both trees)."""
+    for tree in NODE_MODULES:
+        if not tree.is_dir():
+            return f"{tree} is missing (make bench-deps)"
+    return None
+
+
+def _read_event(proc: subprocess.Popen[str], want: str, deadline: float,
+                stderr: Path) -> dict[str, Any]:  # fmt: skip
+    """The next JSON line of ``proc``; the node side writes nothing else to stdout."""
+    assert proc.stdout is not None
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {want!r} from the workload within its timeout")
+        line = proc.stdout.readline()
+        if not line:
+            tail = stderr.read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"workload exited ({proc.wait()}) before {want!r}: {tail}")
+        event: dict[str, Any] = json.loads(line)
+        if event.get("event") == "error":
+            raise RuntimeError(f"workload failed: {event.get('error')}")
+        if event.get("event") == want:
+            return event
+
+
+def _send(proc: subprocess.Popen[str], line: str) -> None:
+    stdin: IO[str] | None = proc.stdin
+    assert stdin is not None
+    stdin.write(line + "\n")
+    stdin.flush()
+
+
+def _spawn(cfg: QQConfig, port: int, seconds: float, tag: str, i: int,
+           workdir: Path) -> tuple[subprocess.Popen[str], Path]:  # fmt: skip
+    args = {"line": cfg.line, "driver": cfg.driver, "host": "127.0.0.1", "port": port,
+            "concurrency": cfg.concurrency, "callers": cfg.concurrency, "seconds": seconds,
+            "warmup": min(cfg.concurrency, WARMUP_QUERIES), "prefix": f"bench_{tag}",
+            "tag": f"{tag}.{i}"}  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUBEJS_")}
+    env["CUBEJS_QUEUE_FAST_TRACK"] = "true" if cfg.fast else "false"
+    err = workdir / f"node-{i}.err"
+    with open(err, "w") as fh:
+        proc = subprocess.Popen([NODE, str(WORKLOAD), json.dumps(args)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=fh, text=True, env=env,
+                                cwd=WORKLOAD.parent)  # fmt: skip
+    return proc, err
+
+
+def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str) -> QQRun:
+    """One bounded run of ``cfg`` against ``peer`` (cubequeue's WebSocket or Redis)."""
+    port = peer.http_port if cfg.system == "cubequeue" else peer.port
+    run = QQRun(cfg, 0.0, 0, 0.0, 0.0, [], 0)
+    procs: list[tuple[subprocess.Popen[str], Path]] = []
+    with tempfile.TemporaryDirectory(prefix="cqbench-qq-") as tmp:
+        try:
+            procs = [_spawn(cfg, port, seconds, tag, i, Path(tmp)) for i in range(cfg.processes)]
+            deadline = time.monotonic() + READY_TIMEOUT_S
+            for proc, err in procs:
+                _read_event(proc, "ready", deadline, err)
+            cpu0, t0 = tree_cpu_s(peer.pid), time.perf_counter()
+            for proc, _ in procs:
+                _send(proc, "go")
+            deadline = time.monotonic() + seconds + DRAIN_TIMEOUT_S
+            done = [_read_event(proc, "done", deadline, err) for proc, err in procs]
+            run.seconds = time.perf_counter() - t0
+            run.server_cpu_s = tree_cpu_s(peer.pid) - cpu0
+            run.client_cpu_s = sum(float(d["cpu_s"]) for d in done)
+            submitted: list[str] = []
+            executed: list[str] = []
+            answered: list[tuple[str, bool]] = []
+            for proc, err in procs:
+                _send(proc, "report")
+                rep = _read_event(proc, "report", deadline, err)
+                submitted += rep["submitted"]
+                executed += rep["executed"]
+                answered += [(str(p), bool(ok)) for p, ok in rep["answered"]]
+                run.latencies_ms += [float(v) for v in rep["latencies_ms"]]
+                run.retries += int(rep["retries"])
+                run.errors += [str(e) for e in rep["errors"]]
+            run.queries = len(submitted)
+            run.check = check_run(submitted, executed, answered)
+        except (RuntimeError, TimeoutError, json.JSONDecodeError) as exc:
+            run.errors.append(str(exc))
+        finally:
+            for proc, _ in procs:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            for proc, _ in procs:
+                try:
+                    proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+    return run
+
+
+def table(runs: dict[tuple[str, int], list[QQRun]]) -> list[str]:
+    """Markdown rows: median over the runs of each (configuration, concurrency)."""
+    from bench.stats import agg
+
+    out = ["| concurrency | client | queries/s | p50 ms | p99 ms | server CPU µs/query "
+           "| node clients' CPU µs/query | waits retried |",
+           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for (label, conc), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], _order(kv[0][0]))):
+        out.append(
+            f"| {conc} | {label} | {agg([r.qps for r in rs]).fmt()} "
+            f"| {agg([r.p50_ms for r in rs]).fmt(2)} | {agg([r.p99_ms for r in rs]).fmt(2)} "
+            f"| {agg([r.server_us_per_query for r in rs]).fmt()} "
+            f"| {agg([r.client_us_per_query for r in rs]).fmt()} "
+            f"| {sum(r.retries for r in rs)} |"
+        )
+    return out
+
+
+def _order(label: str) -> int:
+    labels = [QQConfig(s, ln, f, 2).label for s, ln, f in CONFIGS]
+    return labels.index(label) if label in labels else len(labels)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 s per configuration")
+    ap.add_argument("--seconds", type=float, default=0.0, help="window per run (default 10)")
+    ap.add_argument("--reps", type=int, default=1)
+    args = ap.parse_args(argv)
+    missing = deps_missing()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    seconds = args.seconds or (3.0 if args.quick else 10.0)
+    cq = peers.start_cubequeue()
+    redis = peers.start_redis() if peers.have_redis() else None
+    runs: dict[tuple[str, int], list[QQRun]] = {}
+    try:
+        for conc in (2, 64):
+            for rep in range(args.reps):
+                for system, line, fast in CONFIGS:
+                    peer = redis if system == "redis" else cq
+                    if peer is None:
+                        continue
+                    cfg = QQConfig(system, line, fast, conc)
+                    tag = f"{system[0]}{line.replace('.', '')}{'f' if fast else 'n'}c{conc}r{rep}"
+                    r = run_queryqueue(peer, cfg, seconds, tag)
+                    status = "ok" if r.ok else f"REJECTED {r.errors or r.check}"
+                    print(f"{cfg.label:24} conc={conc:2} {r.qps:7.0f} q/s server "
+                          f"{r.server_us_per_query:6.0f} µs/q nodes {r.client_us_per_query:6.0f} "
+                          f"µs/q p50 {r.p50_ms:.2f} p99 {r.p99_ms:.2f} ms {status}", flush=True)
+                    if r.ok:
+                        runs.setdefault((cfg.label, conc), []).append(r)
+    finally:
+        cq.stop()
+        if redis is not None:
+            redis.stop()
+    print("\n".join(table(runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
