@@ -20,6 +20,7 @@ import gc
 import logging
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
@@ -28,9 +29,9 @@ from cubequeue.server import __version__
 from cubequeue.server.config import Config
 from cubequeue.server.context import ConnectionRegistry, ServerContext, load_users
 from cubequeue.server.executor import Executor
+from cubequeue.server.stores import StartupRefused, build_store, close_store, open_store
 from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
 
 if TYPE_CHECKING:
     from cubequeue.storage.queue_log import Departure
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["build_context", "open_doors", "run", "serve"]
 
 _log = logging.getLogger("cubequeue.server")
+#: the exit status when the store refuses to start (cli.py's usage status)
+EXIT_REFUSED = 2
 _queue_log = logging.getLogger("cubequeue.queue")
 
 
@@ -175,9 +178,8 @@ def build_context(config: Config) -> ServerContext:
     from cubequeue.server.metrics import Metrics
 
     clock = AdjustableClock(_wall_clock_ms)
-    # The store stays the in-memory one: server/stores.py's PostgreSQL store answers
-    # stats() asynchronously, which the /metrics collector cannot read yet.
-    store = Store(clock, limits_from(config), on_departure=_log_departure)
+    store = build_store(config, clock=clock, limits=limits_from(config),
+                        on_departure=_log_departure, wall_ms=_wall_clock_ms)
     metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes)
     executor = Executor(
         store,
@@ -223,6 +225,21 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     http_server = await start_http_server(ctx)
     for warning in open_doors(config):
         _log.warning("%s", warning)
+    # Recovery or the first connection to PostgreSQL runs while both ports answer:
+    # commands get 57P03 and /readyz 503 until the store is attached.
+    opening = loop.create_task(open_store(ctx.store))
+    stopped = loop.create_task(stop.wait())
+    await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not opening.done() or opening.exception() is not None:
+        opening.cancel()
+        watcher.cancel()
+        if unix_server is not None:
+            unix_server.close()
+        await _shutdown(ctx, pg_server, http_server, None)
+        if opening.done() and not opening.cancelled():
+            opening.result()  # raises StartupRefused: one line and exit 2 (run)
+        return
     # Everything built so far lives as long as the process: keep it out of the cyclic
     # collector's generations so each collection walks only what commands allocate.
     gc.collect()
@@ -266,6 +283,10 @@ async def _shutdown(
     if again is not None and remaining > 0 and ctx.readiness_watched:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(again.wait(), remaining)
+    try:
+        await close_store(ctx.store)
+    except Exception:  # the process ends anyway; say what was not closed cleanly
+        _log.exception("closing the store failed")
     http_server.close()
     with contextlib.suppress(Exception):
         await asyncio.wait_for(http_server.wait_closed(), 2)
@@ -277,8 +298,12 @@ async def _shutdown(
 def run(config: Config) -> None:
     """Serve until SIGTERM/SIGINT, on uvloop where it is installed."""
     try:
-        import uvloop
-    except ImportError:  # uvloop is not built for every platform
-        asyncio.run(serve(config))
-    else:
-        uvloop.run(serve(config))
+        try:
+            import uvloop
+        except ImportError:  # uvloop is not built for every platform
+            asyncio.run(serve(config))
+        else:
+            uvloop.run(serve(config))
+    except StartupRefused as err:
+        print(f"cubequeue: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_REFUSED) from None

@@ -43,6 +43,8 @@ class Config:
     cache_max_bytes: int = 4_294_967_296
     max_items: int = 1_000_000
     max_payload_bytes: int = 66_060_288
+    #: a plain-SQL statement (SELECT …, not QUEUE/CACHE) larger than this is 54000
+    max_sql_statement_bytes: int = 1_048_576
     queue_log_size: int = 10_000
     test_clock: bool = False
     shutdown_grace: int = 5
@@ -65,6 +67,11 @@ class Config:
     http_tls: bool = False
     #: also listen on ``DIR/.s.PGSQL.<port>``, where psql looks without ``-h``
     unix_socket_dir: str | None = None
+    #: ``memory`` or a ``postgresql://`` URL (stateless front ends over PostgreSQL)
+    store: str = "memory"
+    #: a direct PostgreSQL connection for LISTEN and the housekeeping lock, when the
+    #: ``store`` URL goes through a transaction pooler; None: the ``store`` URL
+    store_session_dsn: str | None = None
     #: durable mode: log and snapshots in this directory; None keeps everything in memory
     data_dir: str | None = None
     #: always, everysec or no (durable mode only)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from cubequeue.server.executor import Executor
     from cubequeue.server.metrics import Metrics
     from cubequeue.storage.clock import AdjustableClock
-    from cubequeue.storage.store import Store
+    from cubequeue.storage.interface import StoreBackend
 
 __all__ = [
     "PG_SERVER_VERSION",
@@ -207,7 +207,7 @@ def load_users(config: Config) -> dict[str, str] | None:
 @dataclass(slots=True, eq=False)
 class ServerContext:
     config: Config
-    store: Store
+    store: StoreBackend
     clock: AdjustableClock
     executor: Executor
     metrics: Metrics

@@ -35,6 +35,7 @@ __all__ = [
     "load_config",
     "option_value",
     "parse_bool",
+    "parse_store",
     "read_password_file",
     "read_users_file",
 ]
@@ -101,6 +102,26 @@ def _non_empty(text: str) -> str:
     if not value:
         raise _BadValue("must not be empty")
     return value
+
+
+def parse_store(text: str) -> str:
+    """``memory`` or a PostgreSQL URL (``postgresql://`` or ``postgres://``, the forms
+    libpq accepts); ValueError with a one-line reason otherwise."""
+    value = text.strip()
+    if value.lower() == "memory":
+        return "memory"
+    return _postgres_url(value)
+
+
+def _postgres_url(value: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(value.strip())
+    if parts.scheme.lower() not in ("postgresql", "postgres"):
+        raise _BadValue("must be 'memory' or a postgresql://user@host:port/database URL")
+    if not parts.netloc and "host=" not in parts.query:
+        raise _BadValue("names no host (postgresql://user@host:port/database)")
+    return value.strip()
 
 
 def _version(text: str) -> str:
@@ -268,6 +289,8 @@ OPTIONS: tuple[Option, ...] = (
            _POSITIVE, metavar="N"),
     Option("max_payload_bytes", "ADD payloads and ACK results larger than this: 54000",
            _POSITIVE, metavar="BYTES", unit="bytes"),
+    Option("max_sql_statement_bytes", "plain SQL statements (SELECT ..., not QUEUE/CACHE) "
+           "larger than this: 54000", _integer(1024), metavar="BYTES", unit="bytes"),
     Option("queue_log_size", "rows kept in system.queue_log", _NON_NEGATIVE, metavar="N"),
     Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True),
     Option("shutdown_grace", "after SIGTERM, open connections end with 57P01 within this time",
@@ -299,6 +322,12 @@ OPTIONS: tuple[Option, ...] = (
            parse_bool, is_bool=True),
     Option("unix_socket_dir", "also listen on DIR/.s.PGSQL.PORT (psql -h DIR)", _directory,
            metavar="DIR"),
+    Option("store", "where the queue and cache live: memory, or postgresql://user@host:port/db "
+           "for stateless front ends over one PostgreSQL database", parse_store,
+           metavar="STORE"),
+    Option("store_session_dsn", "PostgreSQL store: a direct connection (not through a "
+           "transaction pooler) for LISTEN and the housekeeping lock", _postgres_url,
+           metavar="URL", default_help="the --store URL"),
     Option("data_dir", "durable mode: keep a log and snapshots in DIR (created if missing) "
            "and recover them at startup; unset keeps everything in memory", _non_empty,
            cubestore_env="CUBESTORE_DATA_DIR", cubestore_parse=_non_empty, metavar="DIR",
@@ -457,6 +486,12 @@ def _check_together(cfg: Config) -> None:
         raise ConfigError(f"invalid value for {given}: it needs {missing} as well")
     if cfg.users_file is not None:
         read_users_file(cfg.users_file)
+    if cfg.store == "memory" and cfg.store_session_dsn is not None:
+        raise ConfigError("invalid value for --store-session-dsn: it needs --store "
+                          "postgresql://…")
+    if cfg.store != "memory" and cfg.data_dir is not None:
+        raise ConfigError("invalid value for --data-dir: --store postgresql://… keeps the "
+                          "data in PostgreSQL; give one of the two")
     for flag, on in (("--tls-required", cfg.tls_required), ("--http-tls", cfg.http_tls)):
         if on and cfg.tls_cert is None:
             raise ConfigError(f"invalid value for {flag}: it needs --tls-cert and --tls-key")

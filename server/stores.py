@@ -1,78 +1,282 @@
-"""Build the configured store: ``--store memory`` (the default) or ``--store postgresql://…``.
+"""Build, open and close the configured store: memory, durable or PostgreSQL.
 
-The server asks this module for its store and never names a store class itself. The
-PostgreSQL store is imported only when configured, so a memory-only server does not pay
-for asyncpg at start-up. A PostgreSQL store must be started (connect, migrate, listen)
-inside the event loop before serving and closed at shutdown: :func:`open_store` and
-:func:`close_store` do nothing for the memory store.
+The server asks this module for its store and never names a store class itself:
+
+* ``--store memory`` (the default) without ``--data-dir``: the in-memory store, ready at
+  once;
+* ``--store memory`` with ``--data-dir``: the durable store, whose recovery reads the data
+  directory (:func:`cubequeue.storage.durable.opening.open_store`);
+* ``--store postgresql://…``: the PostgreSQL store (stateless front ends), which must
+  connect, migrate and start its notification session inside the event loop. It is
+  imported only when configured, so a memory-only server does not pay for asyncpg.
+
+The server holds a :class:`StoreSlot` from the start, and :func:`open_store` fills it.
+Until then every command answers 57P03 ("the database system is starting up", as
+PostgreSQL does during recovery) and :func:`store_ready` is False, so ``/readyz`` answers
+503. Once filled, the slot's methods *are* the store's bound methods (instance
+attributes), so the hot path pays no delegation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
+from cubequeue.grammar.commands import Command, QueueResultBlocking
+from cubequeue.grammar.results import ResultSet
+from cubequeue.server.options import parse_store
 from cubequeue.storage.clock import Clock
-from cubequeue.storage.interface import StoreBackend
+from cubequeue.storage.durable.errors import StartingUp
+from cubequeue.storage.interface import BlockingOutcome, StepResult, StoreBackend, Table
 from cubequeue.storage.limits import Limits
+from cubequeue.storage.stats import StoreStats
 from cubequeue.storage.store import Store
 
 if TYPE_CHECKING:
+    from cubequeue.server.config import Config
     from cubequeue.storage.queue_log import Departure
 
-__all__ = ["MEMORY", "build_store", "close_store", "open_store", "parse_store", "store_ready"]
+__all__ = [
+    "MEMORY",
+    "StartupRefused",
+    "StoreSlot",
+    "build_store",
+    "close_store",
+    "open_store",
+    "parse_store",
+    "store_ready",
+]
+
+_log = logging.getLogger("cubequeue.server")
 
 MEMORY = "memory"
-_SCHEMES = ("postgresql", "postgres")
+_STARTING = "the database system is starting up"
+#: the PostgreSQL store's first connection is retried this often (at most), in seconds
+_RETRY_MAX_S = 5.0
+#: a scrape reads PostgreSQL counts taken at most this long ago
+STATS_MAX_AGE_S = 1.0
+#: the exit status when the durable log cannot go on (``--fsync always`` failed)
+EXIT_FATAL = 70
 
 
-def parse_store(text: str) -> str:
-    """``memory`` or a PostgreSQL URL (``postgresql://`` or ``postgres://``); ValueError
-    with a one-line reason otherwise (for the option table's parser)."""
-    value = text.strip()
-    if value.lower() == MEMORY:
-        return MEMORY
-    parts = urlsplit(value)
-    if parts.scheme.lower() not in _SCHEMES:
-        raise ValueError("must be 'memory' or a postgresql://user@host:port/database URL")
-    if not parts.netloc and "host=" not in parts.query:
-        raise ValueError("names no host (postgresql://user@host:port/database)")
-    return value
+class StartupRefused(Exception):
+    """The store cannot start (data directory locked, recovery refused, unreadable);
+    ``str(err)`` is the one line to print."""
+
+
+#: what :func:`open_store` runs to get the store (recovery, connecting)
+Opener = Callable[[], Awaitable[StoreBackend]]
+
+
+class StoreSlot:
+    """The server's store: 57P03 until :meth:`attach`, then the store itself.
+
+    Not slotted on purpose: :meth:`attach` rebinds ``execute`` and the other seam methods
+    as instance attributes, so a call after start-up goes straight to the store. Other
+    attributes (``log``, ``info_rows``, ``session``…) are read through from the store.
+    """
+
+    def __init__(self, kind: str, clock: Clock | None = None, opener: Opener | None = None) -> None:
+        self.kind = kind
+        self.target: StoreBackend | None = None
+        self.opener = opener
+        self._clock = clock
+        self._stats = StoreStats()
+        self._stats_at = float("-inf")
+        self._stats_task: asyncio.Task[None] | None = None
+
+    # -- before start-up: 57P03 -----------------------------------------------------------
+
+    def execute(self, cmd: Command, process_id: str | None = None) -> StepResult:
+        raise StartingUp(_STARTING)
+
+    def result_blocking(
+        self,
+        cmd: QueueResultBlocking,
+        callback: Callable[[ResultSet], None],
+        process_id: str | None = None,
+    ) -> BlockingOutcome:
+        raise StartingUp(_STARTING)
+
+    def system_table(self, name: str) -> Table:
+        raise StartingUp(_STARTING)
+
+    def stats(self) -> StoreStats:
+        """Empty before start; the PostgreSQL store's last sample (see :meth:`attach`)."""
+        return self._stats
+
+    def now_ms(self) -> int:
+        """The store's clock once attached (also through a bound method taken before)."""
+        target = self.target
+        if target is not None:
+            return target.now_ms()
+        return self._clock() if self._clock is not None else time.time_ns() // 1_000_000
+
+    # -- after ------------------------------------------------------------------------------
+
+    def attach(self, store: StoreBackend) -> None:
+        self.target = store
+        self.kind = store.kind
+        self.execute = store.execute  # type: ignore[method-assign]  # the hot path, undelegated
+        self.result_blocking = store.result_blocking  # type: ignore[method-assign]
+        self.system_table = store.system_table  # type: ignore[method-assign]
+        self.now_ms = store.now_ms  # type: ignore[method-assign]
+        if not _answers_async(store):
+            self.stats = store.stats  # type: ignore[method-assign, assignment]
+        else:
+            # /metrics' collector is synchronous: it reads a sample, refreshed on demand.
+            self.stats = self._sampled_stats  # type: ignore[method-assign]
+
+    def _sampled_stats(self) -> StoreStats:
+        if time.monotonic() - self._stats_at >= STATS_MAX_AGE_S and self._stats_task is None:
+            with_loop = _running_loop()
+            if with_loop is not None:
+                self._stats_task = with_loop.create_task(self._sample())
+        return self._stats
+
+    async def _sample(self) -> None:
+        try:
+            assert self.target is not None
+            got = self.target.stats()
+            self._stats = got if isinstance(got, StoreStats) else await got
+            self._stats_at = time.monotonic()
+        except Exception as exc:  # the database is away: keep the last sample
+            _log.debug("store stats unavailable: %s", exc)
+        finally:
+            self._stats_task = None
+
+    def __getattr__(self, name: str) -> Any:
+        target = self.__dict__.get("target")
+        if target is None:
+            raise AttributeError(name)
+        return getattr(target, name)
+
+
+def _answers_async(store: StoreBackend) -> bool:
+    return store.kind == "postgresql"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def build_store(
-    store: str,
+    config: Config,
     *,
     clock: Clock,
     limits: Limits,
-    session_dsn: str | None = None,
     on_departure: Callable[[Departure], None] | None = None,
-) -> StoreBackend:
-    """The store ``--store`` names. The in-memory store reads ``clock``; the PostgreSQL
-    store reads the database's (plus the shared test-clock offset) and takes
-    ``session_dsn`` (``--store-session-dsn``) for LISTEN and the housekeeping lock."""
-    if parse_store(store) == MEMORY:
-        return Store(clock, limits, on_departure=on_departure)
-    from cubequeue.storage.postgres import PostgresStore
+    wall_ms: Callable[[], int] | None = None,
+) -> StoreSlot:
+    """The slot for the store ``config`` names (no I/O: :func:`open_store` does that). The
+    in-memory store is attached at once; the others when :func:`open_store` has run."""
+    target = parse_store(config.store)
+    if target != MEMORY:
+        assert config.data_dir is None, "options.py refuses --data-dir with --store postgresql"
+        dsn, session_dsn = target, config.store_session_dsn
 
-    return PostgresStore(store, limits, session_dsn=session_dsn)
+        async def postgres() -> StoreBackend:
+            from cubequeue.storage.postgres import PostgresStore
+
+            store = PostgresStore(dsn, limits, session_dsn=session_dsn)
+            await _start_postgres(store)
+            return store
+
+        return StoreSlot("postgresql", clock, postgres)
+    memory = Store(clock, limits, on_departure=on_departure)
+    data_dir = config.data_dir
+    if data_dir is None:
+        slot = StoreSlot(MEMORY, clock)
+        slot.attach(memory)
+        return slot
+
+    async def durable() -> StoreBackend:
+        from cubequeue.storage.durable.errors import DataDirLocked
+        from cubequeue.storage.durable.opening import open_store as open_durable
+        from cubequeue.storage.durable.recovery import RecoveryRefused
+
+        try:
+            store, _ = await open_durable(
+                memory, data_dir=data_dir, fsync=config.fsync,  # type: ignore[arg-type]
+                recovery=config.recovery,  # type: ignore[arg-type]
+                max_disk_bytes=config.max_disk_bytes, segment_bytes=config.segment_bytes,
+                snapshot_min_log_bytes=config.snapshot_min_log_bytes,
+                snapshot_interval_s=float(config.snapshot_interval),
+                wall_ms=wall_ms or _wall_ms, on_fatal=_fatal,
+            )
+        except (DataDirLocked, RecoveryRefused) as err:
+            raise StartupRefused(str(err)) from err  # its line names the directory
+        except OSError as err:
+            raise StartupRefused(f"--data-dir {data_dir}: {err.strerror or err}") from err
+        return store
+
+    return StoreSlot("durable", clock, durable)
 
 
-async def open_store(store: StoreBackend) -> None:
-    """Connect and migrate a PostgreSQL store (57P03 ``StoreUnavailable`` if it cannot)."""
-    start = getattr(store, "start", None)
-    if start is not None:
-        await start()
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
-async def close_store(store: StoreBackend) -> None:
-    close = getattr(store, "close", None)
+def _fatal(reason: str) -> None:
+    """The durable log cannot keep its promise (``--fsync always``): stop at once, as
+    PostgreSQL PANICs, rather than acknowledge writes that may not be on disk."""
+    _log.critical("durable log failed, stopping: %s", reason)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_FATAL)
+
+
+async def _start_postgres(store: Any) -> None:
+    """Connect, migrate and listen; while the database is unreachable keep trying (the
+    slot answers 57P03 and /readyz 503 meanwhile), so front ends may start before it."""
+    from cubequeue.storage.postgres import StoreUnavailable
+
+    delay = 0.2
+    while True:
+        try:
+            await store.start()
+            return
+        except StoreUnavailable as err:
+            _log.warning("queue database not reachable yet, retrying in %.1f s: %s", delay, err)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, _RETRY_MAX_S)
+
+
+async def open_store(slot: StoreBackend) -> None:
+    """Recover the durable store or connect the PostgreSQL one, then attach it; raises
+    :class:`StartupRefused` when it cannot start at all. The memory store is open."""
+    if not isinstance(slot, StoreSlot) or slot.target is not None:
+        return
+    assert slot.opener is not None, "a slot is built attached or with an opener"
+    slot.attach(await slot.opener())
+    _log.info("store ready: %s", slot.kind)
+
+
+async def close_store(slot: StoreBackend) -> None:
+    """The durable store's final snapshot, the PostgreSQL store's connections."""
+    target = slot.target if isinstance(slot, StoreSlot) else slot
+    close = getattr(target, "close", None)
     if close is not None:
         await close()
 
 
 def store_ready(store: StoreBackend) -> bool:
-    """For ``/readyz``: the memory store always is; the PostgreSQL store while it reaches
-    its database and its notification session is up."""
-    return bool(getattr(store, "available", True))
+    """For ``/readyz``: attached, and then the memory store always is; the durable store
+    while its log works; the PostgreSQL store while it reaches its database and its
+    notification session is up."""
+    target = store.target if isinstance(store, StoreSlot) else store
+    if target is None:
+        return False
+    log = getattr(target, "log", None)
+    if target.kind == "durable" and log is not None and log.failed is not None:
+        return False
+    return bool(getattr(target, "available", True))
