@@ -1,11 +1,13 @@
 """The wire floor: pgbench driving one statement per transaction (issue 7).
 
-``pgbench -n -f script -M simple|extended|prepared -c 1|16 -T seconds`` against
+``pgbench -n -f script -M simple|extended|prepared -c 1|16|64 -T seconds -l`` against
 cubequeue (``SELECT 1``, ``QUEUE ADD``, ``QUEUE RETRIEVE``, ``QUEUE ACK``,
 ``CACHE GET``) and against PostgreSQL (``SELECT 1``, and the single statements its queue
 would run instead: an INSERT for ADD, an UPDATE for the claim, a primary-key SELECT for
 CACHE GET). Reported: tps and the server's CPU µs per statement (whole process tree,
-``cpu.py``), so pgbench's own CPU on the same machine does not count.
+``cpu.py``), so pgbench's own CPU on the same machine does not count. Both are steady
+state (``run_pgbench``): measured between a read of /proc one second into the run and one
+shortly before its end, against the transactions pgbench logged as completed in between.
 
 Placeholders. pgbench turns every ``:name`` of a script into ``$n`` in extended and
 prepared mode, even inside quotes, and substitutes the value as text in simple mode; a
@@ -41,12 +43,14 @@ import asyncpg
 from bench.cpu import tree_cpu_s
 from bench.peers import Peer
 
-__all__ = ["MODES", "WireRun", "Workload", "cubequeue_workloads", "postgres_workloads",
+__all__ = ["CLIENTS", "MODES", "SELECT1_CLIENTS", "WireRun", "Workload", "cubequeue_workloads", "postgres_workloads",
            "run_pgbench"]  # fmt: skip
 
 PGBENCH = "/usr/bin/pgbench"
 MODES = ("simple", "extended", "prepared")
 CLIENTS = (1, 16)
+#: issue 19's round-trip targets are at 1 and 64 clients
+SELECT1_CLIENTS = (1, 16, 64)
 POOL = 60_000
 CACHE_KEYS = 10_000
 PAYLOAD = json.dumps({"queryKey": ["SELECT sum(amount) FROM orders GROUP BY 1", []],
@@ -83,6 +87,8 @@ class WireRun:
     transactions: int
     tps: float
     server_cpu_s: float
+    #: the whole run's, warm-up and tail included (the hit rate's denominator)
+    total_transactions: int = 0
     hits: float | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -191,34 +197,75 @@ async def _cubequeue_counts(dsn: str, purge_active: bool = False) -> tuple[int, 
 
 
 _TX_RE = re.compile(r"number of transactions actually processed: (\d+)")
-_TPS_RE = re.compile(r"tps = ([\d.]+) \(without initial connection time\)")
+
+#: seconds of every run before the measured window opens (connections, caches, JIT)
+WARMUP_S = 1.0
+#: the window closes this long before pgbench's -T ends, so no disconnect is counted
+TAIL_S = 0.25
+
+
+def _window_transactions(log_dir: Path, start: float, end: float) -> int:
+    """Transactions that completed in [start, end) (wall clock), from pgbench's ``-l`` logs.
+
+    Each line is ``client_id transaction_no time script_no time_epoch time_us …``; the last
+    two are the transaction's completion time (pgbench docs, "Per-Transaction Logging").
+    """
+    n = 0
+    for log in log_dir.glob("pgbench_log*"):
+        for line in log.read_text().splitlines():
+            f = line.split()
+            if len(f) >= 6 and start <= int(f[4]) + int(f[5]) / 1e6 < end:
+                n += 1
+    return n
+
+
+def _sleep_until(t: float) -> None:
+    left = t - time.time()
+    if left > 0:
+        time.sleep(left)
 
 
 def run_pgbench(peer: Peer, w: Workload, mode: str, clients: int, seconds: int) -> WireRun:
+    """Steady state: the server's CPU is read at ``WARMUP_S`` after the start (every
+    connection is open and has run statements) and ``TAIL_S`` before the end (pgbench is
+    still running), and divided by the transactions that completed between the two reads,
+    counted from pgbench's per-transaction log. Connection set-up and tear-down fall
+    outside the window."""
+    if seconds < WARMUP_S + TAIL_S + 1:
+        raise ValueError(f"pgbench runs need at least {WARMUP_S + TAIL_S + 1:.2f} s")
     user, db = ("bench", "postgres") if peer.name == "postgres" else ("cube", "cube")
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as fh:
-        fh.write(w.script(mode))
-        script = Path(fh.name)
-    cmd = [PGBENCH, "-n", "-f", str(script), "-M", mode, "-c", str(clients),
-           "-j", str(min(clients, 2)), "-T", str(seconds), "-h", "127.0.0.1",
-           "-p", str(peer.port), "-U", user, db]  # fmt: skip
-    # RETRIEVE answers with every active key of the prefix (dialect §3.3), and nothing
-    # ACKs here: start each run with no active items so runs stay comparable
-    purge = w.hits_sql == "active"
-    before = asyncio.run(_cubequeue_counts(peer.dsn, purge)) if w.hits_sql else None
-    cpu0, t0 = tree_cpu_s(peer.pid), time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
-    wall, cpu = time.perf_counter() - t0, tree_cpu_s(peer.pid) - cpu0
-    script.unlink(missing_ok=True)
-    out = proc.stdout + proc.stderr
-    tx = int(m.group(1)) if (m := _TX_RE.search(out)) else 0
-    tps = float(m.group(1)) if (m := _TPS_RE.search(out)) else 0.0
-    run = WireRun(peer.name, w.name, mode, clients, wall, tx, tps, cpu)
+    with tempfile.TemporaryDirectory(prefix="cqbench-pgbench-") as tmp:
+        script = Path(tmp) / "script.sql"
+        script.write_text(w.script(mode))
+        cmd = [PGBENCH, "-n", "-f", str(script), "-M", mode, "-c", str(clients),
+               "-j", str(min(clients, 2)), "-T", str(seconds), "-l",
+               f"--log-prefix={tmp}/pgbench_log", "-h", "127.0.0.1",
+               "-p", str(peer.port), "-U", user, db]  # fmt: skip
+        # RETRIEVE answers with every active key of the prefix (dialect §3.3), and nothing
+        # ACKs here: start each run with no active items so runs stay comparable
+        purge = w.hits_sql == "active"
+        before = asyncio.run(_cubequeue_counts(peer.dsn, purge)) if w.hits_sql else None
+        started = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _sleep_until(started + WARMUP_S)
+        t0, cpu0 = time.time(), tree_cpu_s(peer.pid)
+        _sleep_until(started + seconds - TAIL_S)
+        t1, cpu1 = time.time(), tree_cpu_s(peer.pid)
+        try:
+            stdout, stderr = proc.communicate(timeout=seconds + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        out = stdout + stderr
+        total = int(m.group(1)) if (m := _TX_RE.search(out)) else 0
+        tx = _window_transactions(Path(tmp), t0, t1)
+    run = WireRun(peer.name, w.name, mode, clients, t1 - t0, tx, tx / (t1 - t0), cpu1 - cpu0,
+                  total_transactions=total)  # fmt: skip
     if proc.returncode != 0 or "aborted" in out or "error" in out.lower():
         lines = [ln for ln in out.splitlines() if "error" in ln.lower() or "abort" in ln]
         run.errors.append("; ".join(lines[:3]) or f"pgbench exit {proc.returncode}")
-    if before is not None and tx:
+    if before is not None and total:
         after = asyncio.run(_cubequeue_counts(peer.dsn))
         done = after[0] - before[0] if w.hits_sql == "active" else before[1] - after[1]
-        run.hits = done / tx
+        run.hits = done / total
     return run
