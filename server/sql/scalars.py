@@ -34,6 +34,7 @@ from .expressions import (
     compile_expr,
 )
 from .like import LikePattern, compile_like
+from .limits import check_in_list
 from .sqltypes import SqlType, check_int, parse_interval
 
 __all__ = ["call_function", "compile_scalar", "output_name"]
@@ -184,8 +185,11 @@ def _like(node: exp.Like | exp.ILike | exp.RegexpLike, scope: Scope,
 
 
 def _in(node: exp.In, scope: Scope) -> Compiled:
+    """``x IN (…)``: a set lookup when every item is a constant of the statement (the
+    common case, so a long list costs nothing per row), else one comparison per item."""
     if node.args.get("query") or not node.expressions:
         raise FeatureNotSupported("IN (subquery) is not supported")
+    check_in_list(len(node.expressions))
     left = compile_expr(node.this, scope)
     items = []
     for item in node.expressions:
@@ -195,6 +199,17 @@ def _in(node: exp.In, scope: Scope) -> Compiled:
         left = coerce(left, T.TEXT, scope)
     items = [coerce(i, left.type, scope) if i.type is T.UNKNOWN else i for i in items]
     lf, fns = left.fn, [i.fn for i in items]
+    if all(i.literal is not None for i in items):
+        values = frozenset(i.literal[0] for i in items if i.literal is not None)
+        saw_null = None in values
+
+        def run_set(row: Row, ctx: Ctx) -> Value:
+            x = lf(row, ctx)
+            if x is None:
+                return None
+            return True if x in values else None if saw_null else False
+
+        return Compiled(run_set, T.BOOL)
 
     def run(row: Row, ctx: Ctx) -> Value:
         x = lf(row, ctx)

@@ -31,6 +31,7 @@ from cubequeue.grammar.results import ResultSet
 
 from .expressions import Ctx
 from .lexer import for_sqlglot
+from .limits import MAX_SQL_STATEMENT_BYTES, bound_statement, check_expression_nodes
 from .outcome import HINT
 from .refusals import refuse_select
 from .session import PlainSession
@@ -69,7 +70,10 @@ def _number_placeholders(tree: exp.Expr) -> exp.Expr:
     return tree.transform(number, copy=False)
 
 
-def plan_for(sql: str) -> SelectPlan:
+def plan_for(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> SelectPlan:
+    """The plan of one SELECT; 54000 (:mod:`.limits`) before sqlglot reads a statement
+    too large or with too many tokens, and after it for too many expression nodes."""
+    bound_statement(sql, max_bytes)
     try:
         trees = sqlglot.parse(for_sqlglot(sql), dialect="postgres")
     except (ParseError, TokenError) as e:
@@ -85,6 +89,7 @@ def plan_for(sql: str) -> SelectPlan:
     nodes = [t for t in trees if isinstance(t, exp.Expr)]
     if len(nodes) != 1:
         raise SqlSyntaxError("cannot insert multiple commands into a prepared statement")
+    check_expression_nodes(sum(1 for _ in nodes[0].walk()))
     refused = refuse_select(nodes[0], sql)
     if refused is not None:
         raise refused

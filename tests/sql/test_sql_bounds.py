@@ -11,12 +11,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.grammar import parse
+from cubequeue.grammar.errors import LimitExceeded
 from cubequeue.server.pytest_plugin import CubequeueServer
+from cubequeue.server.sql import PlainSession, run_plain, select
 from cubequeue.server.sql.like import (
     InvalidEscapeCharacter,
     InvalidEscapeSequence,
     compile_like,
 )
+from cubequeue.server.sql.limits import (
+    MAX_EXPRESSION_NODES,
+    MAX_IN_LIST_ITEMS,
+    MAX_SQL_STATEMENT_BYTES,
+    MAX_SQL_TOKENS,
+)
+from cubequeue.server.sql.select import plan_for
+from cubequeue.storage.clock import FakeClock
+from cubequeue.storage.store import Store
 
 # ---- LIKE --------------------------------------------------------------------------
 
@@ -93,3 +105,75 @@ def test_like_over_a_large_value_answers_at_once_over_psycopg(
         with pytest.raises(psycopg.errors.InvalidEscapeSequence):
             conn.execute(count.format("LIKE"), ("a\\",))
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+# ---- statement size and work ---------------------------------------------------------
+
+def plan_error(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> LimitExceeded:
+    with pytest.raises(LimitExceeded) as e:
+        plan_for(sql, max_bytes)
+    assert e.value.sqlstate == "54000"
+    return e.value
+
+
+def test_a_statement_over_the_byte_bound_is_refused_before_parsing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_parse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("sqlglot was reached")
+
+    monkeypatch.setattr(select.sqlglot, "parse", no_parse)
+    sql = "SELECT count(*) FROM system.queue WHERE value = '" + "x" * 5000 + "'"
+    err = plan_error(sql, 4096)
+    assert "--max-sql-statement-bytes (4096)" in err.message and "5" in err.message
+    # bytes, not characters: 1,400 three-byte characters are 4,200 bytes
+    plan_error("SELECT '" + "€" * 1400 + "'", 4096)
+    err = plan_error("SELECT count(*) FROM system.queue WHERE id IN ("
+                     + ",".join(["1"] * 6000) + ")")
+    assert f"more than {MAX_SQL_TOKENS} tokens" in err.message
+
+
+def test_one_long_string_is_one_token_and_passes() -> None:
+    plan = plan_for("SELECT count(*) FROM system.queue WHERE value = '" + "x" * 500_000 + "'")
+    assert plan.columns[0].name == "count"
+
+
+def test_in_lists_and_expressions_are_bounded_after_parsing() -> None:
+    ids = lambda n: ",".join(f"'{i}'" for i in range(n))  # noqa: E731
+    plan_for(f"SELECT id FROM system.queue WHERE id IN ({ids(MAX_IN_LIST_ITEMS)})")
+    err = plan_error(f"SELECT id FROM system.queue WHERE id IN ({ids(MAX_IN_LIST_ITEMS + 1)})")
+    assert f"IN list of {MAX_IN_LIST_ITEMS + 1} items exceeds {MAX_IN_LIST_ITEMS}" in err.message
+    err = plan_error("SELECT " + "+".join(["priority"] * 3400) + " FROM system.queue")
+    assert f"more than {MAX_EXPRESSION_NODES}" in err.message
+
+
+def test_a_long_constant_in_list_is_a_set_with_sql_null_logic() -> None:
+    store, session = Store(FakeClock(1_767_225_600_000)), PlainSession(server_version="15", user="u")
+    for key in ("a", "b", "c"):
+        store.execute(parse(f"QUEUE ADD 'p:{key}' 'v'"), "proc")
+
+    def ids(where: str) -> list[object]:
+        out = run_plain(f"SELECT id FROM system.queue WHERE {where} ORDER BY id", session, store)
+        assert out.result is not None
+        return [r[0] for r in out.result.rows]
+
+    many = ",".join(f"'x{i}'" for i in range(900))
+    assert ids(f"id IN ({many}, 'b', 'c')") == ["b", "c"]
+    assert ids(f"id NOT IN ({many}, 'b')") == ["a", "c"]
+    assert ids("id NOT IN ('b', NULL)") == []  # NULL: unknown, never true
+    assert ids("(id IN ('b', NULL)) IS NULL") == ["a", "c"]
+
+
+def test_the_limits_over_psycopg_keep_the_session(cubequeue_server: CubequeueServer) -> None:
+    with psycopg.connect(cubequeue_server.dsn, autocommit=True) as conn:
+        big = "SELECT count(*) FROM system.queue WHERE value = '" + "x" * (2 << 20) + "'"
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded) as e:
+            conn.execute(big)
+        assert "--max-sql-statement-bytes" in e.value.diag.message_primary
+        in_list = ",".join(["1"] * 6000)
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="tokens"):
+            conn.execute(f"SELECT count(*) FROM system.queue WHERE queue_id IN ({in_list})")
+        with pytest.raises(psycopg.errors.ProgramLimitExceeded, match="IN list"):
+            conn.execute("SELECT count(*) FROM system.queue WHERE queue_id IN ("
+                         + ",".join(map(str, range(2000))) + ")")
+        assert conn.execute("SELECT count(*) FROM system.queue WHERE queue_id IN (1, 2)"
+                            ).fetchone() == (0,)

@@ -1,0 +1,92 @@
+"""What one plain-SQL statement may cost, checked before sqlglot reads it.
+
+sqlglot runs on the event loop and costs about 8 µs and a few kilobytes per token (a
+6.6 MiB SELECT with a long IN list held the loop 22.7 s and 1.2 GiB), so a statement is
+measured first, with the grammar's tokenizer, which stops counting at the limit:
+
+* its size in UTF-8 bytes: ``--max-sql-statement-bytes`` (default 1 MiB);
+* its tokens (a quoted string, whatever its length, is one): :data:`MAX_SQL_TOKENS`,
+  about 80 ms of parsing; a psql catalog query has a few hundred;
+* once parsed, its expression nodes, :data:`MAX_EXPRESSION_NODES` (each one is a closure
+  run per row), and the items of one ``IN (…)`` list, :data:`MAX_IN_LIST_ITEMS`.
+
+Each is 54000 naming the limit. Dialect statements (``QUEUE``/``CACHE``) never come here:
+their own parser is linear and their payloads are bounded by ``--max-payload-bytes``.
+This module does not import sqlglot, so the wire can check before the first SELECT
+loads it.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Final
+
+from cubequeue.grammar import tokens as t
+from cubequeue.grammar.errors import LimitExceeded
+
+__all__ = [
+    "MAX_EXPRESSION_NODES",
+    "MAX_IN_LIST_ITEMS",
+    "MAX_SQL_STATEMENT_BYTES",
+    "MAX_SQL_TOKENS",
+    "bound_statement",
+    "check_expression_nodes",
+    "check_in_list",
+]
+
+#: default of ``--max-sql-statement-bytes``
+MAX_SQL_STATEMENT_BYTES: Final = 1 << 20
+#: tokens of one plain-SQL statement
+MAX_SQL_TOKENS: Final = 10_000
+#: sqlglot nodes of one parsed statement
+MAX_EXPRESSION_NODES: Final = 10_000
+#: items of one ``IN (…)`` list
+MAX_IN_LIST_ITEMS: Final = 1_000
+
+
+def _utf8_len_over(sql: str, limit: int) -> int | None:
+    """``sql``'s UTF-8 length when it is above ``limit``, else None (no copy when the
+    character count alone decides)."""
+    if len(sql) > limit:
+        return len(sql.encode("utf-8", "surrogatepass"))
+    if len(sql) * 4 <= limit:
+        return None
+    size = len(sql.encode("utf-8", "surrogatepass"))
+    return size if size > limit else None
+
+
+def bound_statement(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> None:
+    """54000 when ``sql`` is larger than ``max_bytes`` or has more than
+    :data:`MAX_SQL_TOKENS` tokens; costs at most that many tokens' scanning."""
+    size = _utf8_len_over(sql, max_bytes)
+    if size is not None:
+        raise LimitExceeded(
+            f"plain SQL statement of {size} bytes exceeds --max-sql-statement-bytes "
+            f"({max_bytes})",
+            hint="QUEUE and CACHE statements are not limited by it; "
+            "for large values, pass parameters",
+        )
+    counted = sum(1 for _ in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1))
+    if counted > MAX_SQL_TOKENS:
+        raise LimitExceeded(
+            f"plain SQL statement has more than {MAX_SQL_TOKENS} tokens "
+            f"(the limit of tokens per plain SQL statement)"
+        )
+
+
+def check_expression_nodes(count: int) -> None:
+    """54000 when a parsed statement has more than :data:`MAX_EXPRESSION_NODES` nodes."""
+    if count > MAX_EXPRESSION_NODES:
+        raise LimitExceeded(
+            f"plain SQL statement has {count} expression nodes, more than "
+            f"{MAX_EXPRESSION_NODES} (the limit of expression nodes per statement)"
+        )
+
+
+def check_in_list(count: int) -> None:
+    """54000 for an ``IN (…)`` list longer than :data:`MAX_IN_LIST_ITEMS`."""
+    if count > MAX_IN_LIST_ITEMS:
+        raise LimitExceeded(
+            f"IN list of {count} items exceeds {MAX_IN_LIST_ITEMS} "
+            "(the limit of items per IN list)"
+        )
