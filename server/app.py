@@ -41,6 +41,8 @@ __all__ = ["build_context", "open_doors", "run", "serve"]
 _log = logging.getLogger("cubequeue.server")
 #: the exit status when the store refuses to start (cli.py's usage status)
 EXIT_REFUSED = 2
+#: how long start-up waits for the store before listening anyway (then 57P03 meanwhile)
+OPEN_BEFORE_LISTEN_S = 2.0
 _queue_log = logging.getLogger("cubequeue.queue")
 
 
@@ -218,6 +220,17 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     for sig in (signal.SIGTERM, signal.SIGINT):  # before listening: a client may signal at once
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    # Recovery or the first connection to PostgreSQL: a quick one finishes before the
+    # listeners bind, so no client ever sees the store starting; a slow one goes on while
+    # both ports answer (commands 57P03, /readyz 503) until the store is attached.
+    opening = loop.create_task(open_store(ctx.store))
+    stopped = loop.create_task(stop.wait())
+    await asyncio.wait({opening, stopped}, timeout=OPEN_BEFORE_LISTEN_S,
+                       return_when=asyncio.FIRST_COMPLETED)
+    if opening.done() and opening.exception() is not None:
+        stopped.cancel()
+        watcher.cancel()
+        opening.result()  # StartupRefused: one line and exit 2 (run), nothing was bound
     pg_server = await start_pg_server(ctx)
     unix_server = None
     if config.unix_socket_dir is not None:
@@ -225,11 +238,9 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     http_server = await start_http_server(ctx)
     for warning in open_doors(config):
         _log.warning("%s", warning)
-    # Recovery or the first connection to PostgreSQL runs while both ports answer:
-    # commands get 57P03 and /readyz 503 until the store is attached.
-    opening = loop.create_task(open_store(ctx.store))
-    stopped = loop.create_task(stop.wait())
-    await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not opening.done():
+        _log.info("listening while the %s store starts (57P03 until it is ready)", ctx.store.kind)
+        await asyncio.wait({opening, stopped}, return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
     if not opening.done() or opening.exception() is not None:
         opening.cancel()
