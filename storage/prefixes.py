@@ -87,6 +87,13 @@ class PrefixState:
         if item.orphaned is not None:
             self.by_orphaned.add(pack(item.orphaned, item.id))
 
+    def restore_pending(self, items: list[Item]) -> None:
+        """Recovery: many pending items at once (SortedList.update sorts them in one go)."""
+        self.pending.update([item.rank for item in items])
+        self.by_created.update([pack(item.created, item.id) for item in items])
+        self.by_orphaned.update([pack(item.orphaned, item.id) for item in items
+                                 if item.orphaned is not None])
+
     def _drop_pending(self, item: Item) -> None:
         self.pending.remove(item.rank)
         self.by_created.remove(pack(item.created, item.id))
@@ -145,6 +152,15 @@ class PrefixState:
         else:
             self._active_text = None
 
+    def index_lists(self) -> list[list[int]]:
+        """The int lists inside this state's sorted indexes, for releasing a detached
+        state in slices (:mod:`.deferred`): SortedList keeps its values in ``_lists``;
+        only a state nobody reads any more may be emptied this way."""
+        out: list[list[int]] = []
+        for index in (self.pending, self.by_created, self.by_orphaned, self.heartbeats):
+            out.extend(index._lists)  # noqa: SLF001  # detached: sortedcontainers' own lists
+        return out
+
     # -- views ------------------------------------------------------------------------
 
     def active_text(self) -> str | None:
@@ -184,6 +200,7 @@ class PrefixState:
         """One ``system.queue_prefixes`` row (§8 rule 11)."""
         oldest = now - unpack_time(self.by_created[0]) if self.by_created else None
         max_age = now - unpack_time(self.heartbeats[0]) if self.heartbeats else None
+        heartbeat_timeout, orphaned_timeout = self.last_to_cancel or (None, None)
         return (
             self.prefix,
             len(self.pending),
@@ -192,6 +209,8 @@ class PrefixState:
             oldest,
             max_age,
             self.last_concurrency,
+            heartbeat_timeout,
+            orphaned_timeout,
         )
 
 

@@ -11,16 +11,26 @@ Effects that must run *after* a step commits (waiter callbacks, §8 rule 13, and
 ``on_departure`` hook) are queued in :attr:`QueueState.post_commit`; the store runs them
 once the command returned.
 
+Bulk work is bounded per step (``docs/dialect.md`` §8 rule 9 still holds for every key
+lookup): TRUNCATE swaps every structure for an empty one in O(1) and leaves releasing the
+old ones (and reporting their departures to the hook) to :attr:`QueueState.deferred`; the
+expiry sweep removes at most ``work_budget`` items a step, and while a backlog of due
+items remains, lookups by key treat a due item as gone (counts and lists may show it until
+the sweep reaches it, a few steps later).
+
 Ids come from one monotonic sequence starting at 1, shared by all prefixes, never reused
 and not reset by TRUNCATE (§2.5); a result takes its item's id (§2.3).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 
 from cubequeue.storage.ack_results import Result, Results
+from cubequeue.storage.deferred import DeferredWork, release_list
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.queue_item import Item, path_prefix
@@ -45,25 +55,33 @@ def item_record(item: Item) -> tuple[object, ...]:
 
 __all__ = ["QueueState"]
 
+_log = logging.getLogger("cubequeue.queue")
+
 #: a sweep instant no clock reaches (ms since the epoch, far beyond any i64 expiry)
 _NEVER = 1 << 64
+#: sorted-index or heap entries released per unit of deferred work (plain ints: cheap)
+_ENTRIES_PER_UNIT = 256
 
 
 class QueueState:
     __slots__ = (
+        "_backlog",
         "_by_id",
         "_by_path",
         "_item_expiry",
         "_next_id",
         "_next_sweep",
+        "_now",
         "_on_departure",
         "_result_expiry",
+        "deferred",
         "journal",
         "log",
         "post_commit",
         "prefixes",
         "results",
         "waiters",
+        "work_budget",
     )
 
     def __init__(
@@ -71,6 +89,7 @@ class QueueState:
         *,
         queue_log_size: int,
         on_departure: Callable[[Departure], None] | None = None,
+        work_budget: int = 4096,
     ) -> None:
         self._by_id: dict[int, Item] = {}
         self._by_path: dict[str, Item] = {}
@@ -85,6 +104,12 @@ class QueueState:
         #: no heap entry is due before this instant, so :meth:`sweep` returns at once
         #: until then (never later than the true earliest due; earlier only costs a look)
         self._next_sweep = _NEVER
+        #: the instant of the latest sweep, and whether due items were left for later
+        self._now = 0
+        self._backlog = False
+        #: bulk work left by TRUNCATE (run in slices by the store)
+        self.deferred = DeferredWork()
+        self.work_budget = max(1, work_budget)
         self._next_id = 1
         self._on_departure = on_departure
         #: post-commit effects of the current step, run by the store
@@ -98,22 +123,29 @@ class QueueState:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    def _due(self, item: Item | None) -> Item | None:
+        """``item``, or None when it is due but the bounded sweep has not reached it."""
+        if item is not None and item.expire <= self._now:
+            return None
+        return item
+
     def by_id(self, id_: int) -> Item | None:
-        return self._by_id.get(id_)
+        item = self._by_id.get(id_)
+        return self._due(item) if self._backlog else item
 
     def live(self, id_: int) -> Item:
         """The item with id ``id_``, which an index says exists (a miss is our bug)."""
         return self._by_id[id_]
 
     def by_path(self, path: str) -> Item | None:
-        return self._by_path.get(path)
+        item = self._by_path.get(path)
+        return self._due(item) if self._backlog else item
 
     def find(self, key: int | str) -> Item | None:
         """A QKEY lookup: an int is an id, a str a path (§1.3). Expired items were swept
-        already, so they are unreachable by id too (§8 rule 9)."""
-        if isinstance(key, int):
-            return self._by_id.get(key)
-        return self._by_path.get(key)
+        already (or are due and hidden), so they are unreachable by id too (§8 rule 9)."""
+        item = self._by_id.get(key) if isinstance(key, int) else self._by_path.get(key)
+        return self._due(item) if self._backlog else item
 
     def items(self) -> Iterator[Item]:
         """Every item in ascending id order (dict order is insertion order = id order)."""
@@ -195,6 +227,34 @@ class QueueState:
         self._next_sweep = min(self._next_sweep, item.expire)
         self._next_id = max(self._next_id, item.id + 1)
 
+    def restore_items(self, items: Iterable[Item]) -> None:
+        """Recovery in bulk: pending items enter their prefix's sorted indexes in one load
+        per prefix (one C sort instead of an insert each: 3x faster at 10^6 items)."""
+        batches: dict[str, tuple[PrefixState, list[Item]]] = {}
+        by_id, by_path, expiry = self._by_id, self._by_path, self._item_expiry
+        next_sweep, next_id = self._next_sweep, self._next_id
+        for item in items:
+            if item.activated is not None or item.heartbeat is not None:
+                self.restore_item(item)
+                continue
+            batch = batches.get(item.prefix)
+            if batch is None:
+                state = self.prefixes.ensure(item.prefix)
+                batch = batches[item.prefix] = (state, [])
+            item.prefix = batch[0].prefix
+            batch[1].append(item)
+            by_id[item.id] = item
+            by_path[item.path] = item
+            expiry.push(item.expire, item.id)
+            if item.expire < next_sweep:
+                next_sweep = item.expire
+            if item.id >= next_id:
+                next_id = item.id + 1
+        self._next_sweep = min(self._next_sweep, next_sweep)
+        self._next_id = max(self._next_id, next_id)
+        for state, pending in batches.values():
+            state.restore_pending(pending)
+
     def reserve_ids(self, next_id: int) -> None:
         """Recovery: hand out ids from ``next_id`` on (past every id possibly seen)."""
         self._next_id = max(self._next_id, next_id)
@@ -203,7 +263,8 @@ class QueueState:
         """Remove ``item`` from every index and log its departure; ``in_sweep``: the sweep
         popped its expiry entry already (otherwise that entry is now dead)."""
         del self._by_id[item.id]
-        del self._by_path[item.path]
+        if self._by_path.get(item.path) is item:  # a due item's path may be taken anew
+            del self._by_path[item.path]
         if self.journal is not None and not in_sweep:
             self.journal.append((ITEM_DEL, item.id))
         state = self.prefixes.get(item.prefix)
@@ -248,41 +309,115 @@ class QueueState:
         return self.results.by_id(id_) is not None
 
     def sweep(self, now: int) -> None:
-        """Drop every item and result due at ``now`` (§8 rule 9); O(1) when none is."""
+        """Drop the items and results due at ``now`` (§8 rule 9), at most
+        :attr:`work_budget` of each per call (a backlog waits for the next steps, hidden
+        from key lookups meanwhile); O(1) when none is due."""
+        self._now = now
         if now < self._next_sweep:
             return
-        self._sweep(now)
+        expired = self._sweep(now, self.work_budget)
         item_due = self._item_expiry.next_due()
         result_due = self._result_expiry.next_due()
         self._next_sweep = min(
             _NEVER if item_due is None else item_due,
             _NEVER if result_due is None else result_due,
         )
+        self._backlog = self._next_sweep <= now
+        if expired > 1 or (expired and self._backlog):
+            _log.info("expiry sweep: %d items expired%s", expired,
+                      ", more are due" if self._backlog else "",
+                      extra={"reason": "expired", "count": expired})
 
-    def _sweep(self, now: int) -> None:
+    def _sweep(self, now: int, budget: int) -> int:
         by_id = self._by_id
-        for id_ in self._item_expiry.pop_due(now):
+        expired = self._item_expiry.pop_due(now, budget)
+        for id_ in expired:
             self.depart(by_id[id_], "expired", now, in_sweep=True)
         results = self.results
-        for id_ in self._result_expiry.pop_due(now):
+        for id_ in self._result_expiry.pop_due(now, budget):
             result = results.by_id(id_)
             assert result is not None  # pop_due returns live entries only
             self.remove_result(result, in_sweep=True)
+        return len(expired)
+
+    @property
+    def has_backlog(self) -> bool:
+        """Due items left for later sweeps, or deferred bulk work queued."""
+        return self._backlog or bool(self.deferred)
+
+    def work(self, budget: int) -> None:
+        """One slice of what bulk statements and the sweep left: the sweep's backlog
+        first (it decides what clients see), then the deferred releases."""
+        if self._backlog:
+            self.sweep(self._now)
+        if self.deferred:
+            self.deferred.run(budget)
 
     def truncate(self, now: int) -> None:
-        """QUEUE TRUNCATE (§3.13): every item and result; ids are not reset."""
-        for item in list(self._by_id.values()):
-            departure = Departure.of(item, "truncated", now)
-            self.log.record(departure)
-            hook = self._on_departure
-            if hook is not None:
-                self.post_commit.append(partial(hook, departure))
+        """QUEUE TRUNCATE (§3.13): every item and result; ids are not reset.
+
+        Every structure is swapped for an empty one at once (so the statement is atomic),
+        the log gets the rows it keeps, and the old structures are released in slices
+        by :attr:`deferred`, which also reports each departure to the hook."""
+        by_id, by_path = self._by_id, self._by_path
+        count, results = len(by_id), len(self.results)
+        keep = self.log.size
+        if keep and by_id:
+            last = list(itertools.islice(reversed(by_id.values()), keep))
+            last.reverse()
+            self.log.record_bulk(last, "truncated", now)
         if self.journal is not None:
             self.journal.append((TRUNCATE, "queue"))
-        self._by_id.clear()
-        self._by_path.clear()
-        self.results.clear()
-        self.prefixes.clear()
-        self._item_expiry.clear()
-        self._result_expiry.clear()
+        old = _Detached(
+            by_id, by_path, self.results, self.prefixes, self._item_expiry, self._result_expiry
+        )
+        self._by_id, self._by_path = {}, {}
+        self.results, self.prefixes = Results(), Prefixes()
+        self._item_expiry = ExpiryHeap(self._item_live)
+        self._result_expiry = ExpiryHeap(self._result_live)
         self._next_sweep = _NEVER
+        self._backlog = False
+        if count or results:
+            self.deferred.push(partial(self._release, old, now))
+            _log.info("QUEUE TRUNCATE: %d items and %d results removed", count, results,
+                      extra={"reason": "truncated", "count": count})
+
+    def _release(self, old: _Detached, now: int, budget: int) -> tuple[int, bool]:
+        """One slice of releasing a truncated queue: items (reported to the hook, newest
+        first), then paths, prefix indexes, heaps and results."""
+        used = 0
+        by_id, hook, effects = old.by_id, self._on_departure, self.post_commit
+        while by_id and used < budget:
+            _, item = by_id.popitem()
+            if hook is not None:
+                effects.append(partial(hook, Departure.of(item, "truncated", now)))
+            used += 1
+        by_path = old.by_path
+        while by_path and used < budget:
+            by_path.popitem()
+            used += 1
+        while used < budget and old.indexes:
+            index = old.indexes[-1]
+            used += release_list(index, budget - used, _ENTRIES_PER_UNIT)
+            if not index:
+                old.indexes.pop()
+        if used < budget and old.results is not None:
+            used += 1 + len(old.results) // _ENTRIES_PER_UNIT  # rare and bounded by expiry
+            old.results = None
+        return used, not (by_id or by_path or old.indexes or old.results is not None)
+
+
+class _Detached:
+    """What a TRUNCATE swapped out, released in slices by :meth:`QueueState._release`."""
+
+    __slots__ = ("by_id", "by_path", "indexes", "results")
+
+    def __init__(self, by_id: dict[int, Item], by_path: dict[str, Item], results: Results,
+                 prefixes: Prefixes, *heaps: ExpiryHeap) -> None:
+        self.by_id, self.by_path = by_id, by_path
+        self.results: Results | None = results
+        #: the plain int lists behind the sorted indexes and heaps (detached: nobody else
+        #: reads them, so emptying them from the tail is safe)
+        self.indexes: list[list[int]] = [heap.entries for heap in heaps]
+        for state in prefixes:
+            self.indexes.extend(state.index_lists())

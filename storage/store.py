@@ -98,7 +98,8 @@ class Store:
         self.clock = clock
         self.limits = limits if limits is not None else Limits()
         self._queue = QueueState(
-            queue_log_size=self.limits.queue_log_size, on_departure=on_departure
+            queue_log_size=self.limits.queue_log_size, on_departure=on_departure,
+            work_budget=self.limits.work_budget,
         )
         self._commands = QueueCommands(self._queue, self.limits)
         self._cache = CacheStore(clock, self.limits)
@@ -169,11 +170,30 @@ class Store:
             result = handler(cmd, process_id, now)
         except BaseException:
             del effects[swept:]
+            if queue.has_backlog:
+                queue.work(self.limits.work_budget)
             self._commit()
             raise
+        if queue.has_backlog:
+            queue.work(self.limits.work_budget)
         if effects:
             self._commit()
         return result
+
+    @property
+    def has_deferred(self) -> bool:
+        """Bulk work is left (a truncated queue to release, due items to sweep): the
+        server calls :meth:`run_deferred` once per event-loop turn while this holds."""
+        return self._queue.has_backlog
+
+    def run_deferred(self, budget: int | None = None) -> bool:
+        """One slice (``budget`` units, by default ``Limits.work_budget``) of the bulk
+        work steps leave behind, between steps; whether more is left."""
+        queue = self._queue
+        if queue.has_backlog:
+            queue.work(self.limits.work_budget if budget is None else budget)
+            self._commit()
+        return queue.has_backlog
 
     def result_blocking(
         self, cmd: QueueResultBlocking, callback: Callback, process_id: str | None = None
@@ -244,16 +264,7 @@ class Store:
         """Recovery: rebuild every index from rows in the state records' field order
         (ITEM_PUT, RESULT_PUT, CACHE_PUT fields after the kind; validated on load)."""
         queue = self._queue
-        for row in items:
-            (id_, path, payload, priority, created, orphaned, expire, process_id, exclusive,
-             external_id, extra, heartbeat, activated) = row
-            item = Item(
-                id=id_, path=path, prefix=path_prefix(path), payload=payload,  # type: ignore[arg-type]  # validated record fields
-                priority=priority, created=created, orphaned=orphaned, expire=expire,  # type: ignore[arg-type]  # validated record fields
-                process_id=process_id, exclusive=exclusive, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
-            )
-            item.extra, item.heartbeat, item.activated = extra, heartbeat, activated  # type: ignore[assignment]  # validated record fields
-            queue.restore_item(item)
+        queue.restore_items(self._restored_items(items))
         for row in results:
             id_, path, value, expire, external_id, deleted = row
             result = Result(
@@ -266,6 +277,19 @@ class Store:
             self._cache.restore(row_id, path, value, expire)  # type: ignore[arg-type]  # validated record fields
         self._cache.sort_prefix_index()
         queue.reserve_ids(next_id)
+
+    @staticmethod
+    def _restored_items(items: Iterable[Sequence[object]]) -> Iterator[Item]:
+        for row in items:
+            (id_, path, payload, priority, created, orphaned, expire, process_id, exclusive,
+             external_id, extra, heartbeat, activated) = row
+            item = Item(
+                id=id_, path=path, prefix=path_prefix(path), payload=payload,  # type: ignore[arg-type]  # validated record fields
+                priority=priority, created=created, orphaned=orphaned, expire=expire,  # type: ignore[arg-type]  # validated record fields
+                process_id=process_id, exclusive=exclusive, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
+            )
+            item.extra, item.heartbeat, item.activated = extra, heartbeat, activated  # type: ignore[assignment]  # validated record fields
+            yield item
 
     def snapshot_slices(self, size: int) -> Iterator[list[tuple[object, ...]]]:
         """The state as state records, ``size`` per slice, each built when asked for from

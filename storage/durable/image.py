@@ -57,7 +57,11 @@ class Image:
         kind = rec[0]
         if kind == r.ITEM_PUT:
             self.items[cast(int, rec[1])] = list(rec[1:])
-            self._seen(rec[5], rec[12], rec[13])
+            created = cast(int, rec[5])
+            if created > self.max_ts:
+                self.max_ts = created
+            if rec[12] is not None or rec[13] is not None:
+                self._seen(rec[12], rec[13])
         elif kind == r.ITEM_SET:
             item = self.items.get(cast(int, rec[1]))
             if item is not None:
