@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: the version of the metric list in docs/metrics.md; bumped when a name or label changes
-METRICS_VERSION = "1"
+METRICS_VERSION = "2"
 DEFAULT_MAX_LABEL_BYTES = 200
 TRUNCATED = "..."
 #: gzip level for scrapes: most of level 9's saving at a fraction of its time
@@ -200,6 +200,78 @@ class _StoreCollector:
                                   value=None if s is None else float(s.evictions_total))
 
 
+class _DurableCollector:
+    """Durable mode's log, disk, snapshot and recovery figures, read at scrape time from a
+    store whose ``kind`` is ``"durable"`` (read by attribute, so this module does not load
+    the durable package); an in-memory store yields nothing, so the names exist only where
+    they mean something."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        store: Any = self._store
+        if getattr(store, "kind", None) != "durable":
+            return
+        stats = store.log.stats
+        for name, doc, value in (
+                ("cubequeue_log_frames", "Log frames (group commits) written", stats.frames),
+                ("cubequeue_log_bytes", "Log bytes written", stats.bytes),
+                ("cubequeue_log_records", "State records written to the log", stats.records),
+                ("cubequeue_log_fsyncs", "fdatasync calls on the log", stats.fsyncs),
+                ("cubequeue_log_fsync_seconds", "Time spent in fdatasync on the log",
+                 stats.fsync_seconds),
+                ("cubequeue_log_delayed_fsyncs", "everysec fsyncs still running after 2 s "
+                 "(the disk is busy)", stats.delayed_fsyncs)):
+            yield CounterMetricFamily(name, doc, value=float(value))
+        yield GaugeMetricFamily("cubequeue_log_fsync_max_seconds",
+                                "Slowest fdatasync on the log so far",
+                                value=float(stats.fsync_max_seconds))
+        yield GaugeMetricFamily("cubequeue_log_stopped",
+                                "1 while the log refuses writes after a failed write or "
+                                "fsync (mutating commands get 58030)",
+                                value=0.0 if store.log.failed is None else 1.0)
+        disk = GaugeMetricFamily("cubequeue_persist_disk_bytes",
+                                 "Bytes in the data directory by kind (log, snapshot, "
+                                 "quarantine)", labels=["kind"])
+        by_kind = dict(store.disk_by_kind())
+        by_kind["log"] = by_kind.get("log", 0) + store.log.bytes_since_snapshot
+        for kind, size in sorted(by_kind.items()):
+            disk.add_metric([kind], float(size))
+        yield disk
+        snap = store.last_snapshot
+        yield GaugeMetricFamily("cubequeue_snapshot_bytes", "Size of the latest snapshot",
+                                value=float(0 if snap is None else snap.bytes))
+        yield GaugeMetricFamily("cubequeue_snapshot_last_time_seconds",
+                                "When the latest snapshot was finished, since the Unix "
+                                "epoch (0: none this run)",
+                                value=0.0 if snap is None else snap.finished_ms / 1000)
+        yield GaugeMetricFamily("cubequeue_snapshot_last_lsn",
+                                "Last log sequence number the latest snapshot holds",
+                                value=float(0 if snap is None else snap.lsn))
+        yield CounterMetricFamily("cubequeue_snapshots", "Snapshots written this run",
+                                  value=float(store.snapshots_total))
+        report = store.recovery
+        if report is not None:
+            yield GaugeMetricFamily("cubequeue_recovery_duration_seconds",
+                                    "How long the startup recovery took",
+                                    value=float(report.seconds))
+            yield GaugeMetricFamily("cubequeue_recovery_records",
+                                    "State records replayed by the startup recovery",
+                                    value=float(report.records))
+            yield GaugeMetricFamily("cubequeue_recovery_quarantined_frames",
+                                    "Torn or corrupt frames the startup recovery moved to "
+                                    "quarantine/", value=float(report.torn_tails
+                                                              + report.corrupt_frames))
+            yield GaugeMetricFamily("cubequeue_recovery_quarantined_records",
+                                    "Records that failed validation at startup (in "
+                                    "quarantine/records.jsonl)",
+                                    value=float(report.quarantined_records))
+
+
 class _WithoutCreated:
     """The registry's families without their ``_created`` samples (prometheus-client
     only offers a process-wide switch, ``disable_created_metrics``)."""
@@ -254,6 +326,7 @@ class Metrics:
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._lock = threading.Lock()
         self.registry.register(_StoreCollector(store, max_label_bytes))
+        self.registry.register(_DurableCollector(store))
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         self._exposed = _WithoutCreated(self.registry)

@@ -75,6 +75,7 @@ async def open_store(
                            reserved=image.next_id, max_ts=image.max_ts)
     durable.lock = lock
     report = recovered.report
+    durable.recovery = report
     _log.info("durable: recovered %s in %.3f s: snapshot lsn %d, %d segments, %d records, "
               "%d expired, %d torn tails, %d corrupt frames, %d quarantined records; "
               "items=%d results=%d cache=%d, next id %d", data_dir, report.seconds,

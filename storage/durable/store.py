@@ -48,6 +48,7 @@ from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.lock import DirectoryLock
 from cubequeue.storage.durable.log import DurableLog, LogStopped
 from cubequeue.storage.durable.records import Record
+from cubequeue.storage.durable.recovery import RecoveryReport
 from cubequeue.storage.durable.snapshots import SnapshotInfo, disk_usage, prune, write_snapshot
 from cubequeue.storage.interface import BlockingOutcome, StepResult, Table
 from cubequeue.storage.record_kinds import CLOCK, ID_RESERVE
@@ -95,6 +96,8 @@ class DurableStore:
         self._snapshot_task: asyncio.Task[SnapshotInfo] | None = None
         self.last_snapshot: SnapshotInfo | None = None
         self.snapshots_total = 0
+        #: what the recovery that opened this store found (set by ``open_store``)
+        self.recovery: RecoveryReport | None = None
         self._disk = disk_usage(files, settings.data_dir)
         self._changed = False
         self._repair_timer: asyncio.TimerHandle | None = None
