@@ -50,19 +50,26 @@ class ExpiryHeap:
         """The earliest due held (perhaps a dead entry's: an early look costs nothing)."""
         return (self._heap[0] >> _ID_BITS) - _BIAS if self._heap else None
 
-    def pop_due(self, now: int) -> list[int]:
-        """Remove every entry due at or before ``now``; the ids of the live ones, oldest
-        first, each once (liveness is judged before the caller removes any row)."""
+    @property
+    def entries(self) -> list[int]:
+        """The packed entries (for releasing a detached heap in slices)."""
+        return self._heap
+
+    def pop_due(self, now: int, limit: int | None = None) -> list[int]:
+        """Remove entries due at or before ``now``, oldest first, until ``limit`` live
+        ones were found (all when None); their ids, each once (liveness is judged before
+        the caller removes any row). Dead entries popped on the way do not count."""
         heap = self._heap
         # entries due at or before now are exactly those below the first key of now + 1
-        limit = (now + 1 + _BIAS) << _ID_BITS
-        if not heap or heap[0] >= limit:
+        bound = (now + 1 + _BIAS) << _ID_BITS
+        if not heap or heap[0] >= bound:
             return []
         live = self._live
         out: list[int] = []
         dead = 0
         previous = -1
-        while heap and heap[0] < limit:
+        wanted = -1 if limit is None else limit
+        while heap and heap[0] < bound and len(out) != wanted:
             entry = heapq.heappop(heap)
             id_ = entry & _ID_MASK
             if entry != previous and live((entry >> _ID_BITS) - _BIAS, id_):

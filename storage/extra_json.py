@@ -14,16 +14,25 @@ observable, and its numbers are printed as serde_json prints them:
 
 A number too large for a float is refused (``number out of range``). Invalid JSON is
 22P02; the message names Python's reason and position rather than serde_json's wording.
+The first write is validated too (Cube Store parses it), and text nested deeper than
+:data:`~cubequeue.storage.limits.MAX_EXTRA_DEPTH` is refused with 54000 before any parser
+sees it: Python's recursive decoder and our printer would otherwise raise RecursionError
+(an internal error) on every later merge.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 
-from cubequeue.grammar.errors import InvalidTextRepresentation
+from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
+from cubequeue.storage.limits import MAX_EXTRA_DEPTH
 
-__all__ = ["dump_json", "format_f64", "merge_extra", "parse_json"]
+__all__ = ["check_depth", "dump_json", "format_f64", "merge_extra", "parse_json"]
+
+#: a JSON string (skipped whole, brackets inside it do not nest) or one bracket
+_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 _U64_MAX = (1 << 64) - 1
 _I64_MIN = -(1 << 63)
@@ -52,6 +61,25 @@ def _float(text: str) -> float:
 
 def _constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python accepts them, JSON not
+
+
+def check_depth(text: str, limit: int = MAX_EXTRA_DEPTH) -> None:
+    """Refuse ``text`` nested deeper than ``limit`` (54000), in one linear regex scan that
+    never recurses; malformed text is left for the parser to name (22P02)."""
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for match in _NESTING.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                raise LimitExceeded(
+                    f"JSON nesting depth of extra exceeds the limit of {limit} "
+                    f"(MAX_EXTRA_DEPTH={limit})"
+                )
+        elif token in "]}":
+            depth -= 1
 
 
 def parse_json(text: str) -> object:
@@ -117,11 +145,12 @@ def _write(value: object, out: list[str]) -> None:
 
 def merge_extra(old: str | None, new: str) -> str | None:
     """The item's next ``extra`` after MERGE_EXTRA ``new`` on ``old``; raises before any
-    change when either side is invalid JSON."""
+    change when ``new`` is invalid JSON or too deep (``old`` passed the same checks)."""
+    check_depth(new)
+    new_value = parse_json(new)
     if old is None:
         return new
     old_value = parse_json(old)
-    new_value = parse_json(new)
     if new_value is None:
         return None
     if isinstance(old_value, dict) and isinstance(new_value, dict):

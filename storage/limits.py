@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_EXTERNAL_ID_BYTES", "MAX_PROCESS_ID_BYTES", "Limits"]
+__all__ = ["MAX_EXTERNAL_ID_BYTES", "MAX_EXTRA_DEPTH", "MAX_PROCESS_ID_BYTES", "Limits"]
 
 #: QUEUE ADD's EXTERNAL_ID, in UTF-8 bytes
 MAX_EXTERNAL_ID_BYTES = 48
 #: a connection's process id, in UTF-8 bytes (Cube Store's contract)
 MAX_PROCESS_ID_BYTES = 96
+#: MERGE_EXTRA's JSON nesting (arrays and objects); deeper text is refused before it is
+#: parsed, so no recursive parser or printer ever sees it (Cube writes flat objects)
+MAX_EXTRA_DEPTH = 64
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,7 +33,14 @@ class Limits:
     max_items: int = 1_000_000
     #: ADD payloads and ACK results larger than this are refused (54000)
     max_payload_bytes: int = 66_060_288
+    #: an item's ``extra`` (the MERGE_EXTRA argument and the merged text) in UTF-8 bytes;
+    #: larger is refused (54000): every later merge parses and prints it on the loop
+    max_extra_bytes: int = 1_048_576
     #: rows kept in system.queue_log
     queue_log_size: int = 10_000
+    #: units of bulk work (items freed, swept, departures reported) a step or one
+    #: :meth:`~cubequeue.storage.store.Store.run_deferred` call does at most, so no bulk
+    #: statement holds the event loop for long (tests inject a small one)
+    work_budget: int = 4096
     #: SYS CLOCK … is allowed (--test-clock)
     clock_control: bool = False

@@ -263,13 +263,30 @@ class QueueCommands:
     def queue_merge_extra(
         self, cmd: QueueMergeExtra, process_id: str | None, now: int
     ) -> ResultSet:
-        """§3.8: verbatim first write, then a shallow merge (see :mod:`.extra_json`)."""
+        """§3.8: a validated verbatim first write, then a shallow merge (see
+        :mod:`.extra_json`); the argument and the merged text are capped at
+        ``max_extra_bytes``, checked before the item changes."""
         item = self._q.find(bound_fields.key(cmd.key))
         json_text = bound_fields.text(cmd.json)
         if item is not None:
-            item.extra = merge_extra(item.extra, json_text)
+            self._check_extra(json_text, "MERGE_EXTRA argument")
+            merged = merge_extra(item.extra, json_text)
+            if merged is not None and merged is not json_text:
+                self._check_extra(merged, "merged extra")
+            item.extra = merged
             self._q.note_item(item)
         return EMPTY
+
+    def _check_extra(self, text: str, what: str) -> None:
+        limit = self._limits.max_extra_bytes
+        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
+            return
+        size = utf8_len(text)
+        if size > limit:
+            raise LimitExceeded(
+                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
+                f"(max_extra_bytes={limit})"
+            )
 
     def listed(self, prefix: str, status: str | None, process_id: str | None) -> Iterator[Item]:
         """LIST/PENDING/ACTIVE items in order (§3.9), exclusive filter applied, lazily."""
@@ -313,7 +330,10 @@ class QueueCommands:
         state = q.prefixes.get(prefix)
         if state is None:
             return ResultSet(cmd.RESULT_COLUMNS, [])
-        state.last_to_cancel = (heartbeat_timeout, orphaned_timeout)
+        if heartbeat_timeout is not None:
+            # TO_CANCEL and STALLED select items to cancel; ORPHANED only lists, so a
+            # manual CANCEL after it stays ``cancelled`` (the remover names the reason)
+            state.last_to_cancel = (heartbeat_timeout, orphaned_timeout)
         ids: set[int] = set()
         if heartbeat_timeout is not None:
             ids.update(state.stalled_ids(now, heartbeat_timeout))

@@ -4,11 +4,15 @@ Every way out of the queue is one :class:`Departure` with a reason. ``queued_ms`
 time from ADD to the claim (or to the departure when never claimed); ``active_ms`` is the
 time from the claim to the departure, NULL for an item that was never active. The log is a
 bounded deque, so it costs O(1) per departure and ``--queue-log-size`` rows at most.
+A bulk departure (TRUNCATE, PURGE) records only the rows the log keeps (its last
+``--queue-log-size`` items), as (item, reason, instant) entries that become
+:class:`Departure` rows when read, so recording them costs a tuple each.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,25 +51,45 @@ class Departure:
         )
 
 
+_Entry = Departure | tuple[Item, Reason, int]
+
+
+def _departure(entry: _Entry) -> Departure:
+    return entry if isinstance(entry, Departure) else Departure.of(*entry)
+
+
 class DepartureLog:
     __slots__ = ("_rows",)
 
     def __init__(self, size: int) -> None:
-        self._rows: deque[Departure] = deque(maxlen=max(0, size))
+        self._rows: deque[_Entry] = deque(maxlen=max(0, size))
+
+    @property
+    def size(self) -> int:
+        """The most rows kept (``--queue-log-size``)."""
+        return self._rows.maxlen or 0
 
     def record(self, departure: Departure) -> None:
         self._rows.append(departure)
+
+    def record_bulk(self, items: Sequence[Item], reason: Reason, now: int) -> None:
+        """``items`` left together, in this order; only the last :attr:`size` are kept, so
+        the caller passes at most those."""
+        self._rows.extend([(item, reason, now) for item in items[-self.size or len(items):]])
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def rows(self) -> list[Departure]:
         """Oldest departure first."""
-        return list(self._rows)
+        return [_departure(e) for e in self._rows]
 
     def table(self) -> ResultSet:
         """Oldest departure first."""
-        return ResultSet(
-            QUEUE_LOG_COLUMNS,
-            [(d.id, d.path, d.reason, d.at, d.queued_ms, d.active_ms) for d in self._rows],
-        )
+        return ResultSet(QUEUE_LOG_COLUMNS, list(_table_rows(self._rows)))
+
+
+def _table_rows(entries: Iterable[_Entry]) -> Iterable[tuple[object, ...]]:
+    for entry in entries:
+        d = _departure(entry)
+        yield (d.id, d.path, d.reason, d.at, d.queued_ms, d.active_ms)

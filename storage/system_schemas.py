@@ -46,6 +46,9 @@ QUEUE_RESULTS_COLUMNS = columns(
 #: ``prefix`` is text, not NULL: a path without a colon has prefix "" (§2.1), as in
 #: system.queue
 CACHE_COLUMNS = columns(("id", _S), ("prefix", _S), ("expire", _T), ("value", _S))
+#: ``last_concurrency``: the CONCURRENCY of the prefix's latest RETRIEVE or ADD_AND_RETRIEVE;
+#: ``last_*_timeout_ms``: the timeouts of its latest TO_CANCEL (STALLED sets the heartbeat
+#: one and clears the other), which the console judges stalled / orphan-prone rows by
 QUEUE_PREFIXES_COLUMNS = columns(
     ("prefix", _S),
     ("pending", _I),
@@ -54,6 +57,8 @@ QUEUE_PREFIXES_COLUMNS = columns(
     ("oldest_pending_ms", _I),
     ("max_heartbeat_age_ms", _I),
     ("last_concurrency", _I),
+    ("last_heartbeat_timeout_ms", _I),
+    ("last_orphaned_timeout_ms", _I),
 )
 QUEUE_LOG_COLUMNS = columns(
     ("id", _I), ("path", _S), ("reason", _S), ("at", _T), ("queued_ms", _I), ("active_ms", _I)

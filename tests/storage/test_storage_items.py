@@ -98,11 +98,15 @@ def test_merge_extra_first_write_verbatim() -> None:
     assert h.get(1) == [("p", '{"first": true}')]
 
 
-def test_merge_extra_first_write_not_validated() -> None:
+def test_merge_extra_first_write_validated() -> None:
+    """Issue 14 item 10: the first write used to be stored unchecked; now it is refused
+    with 22P02 like every later one, and the item keeps no extra."""
     h = harness()
     h.add("q:a")
-    h.merge("q:a", "not json")
-    assert h.get(1) == [("p", "not json")]
+    with pytest.raises(InvalidTextRepresentation) as err:
+        h.merge("q:a", "not json")
+    assert err.value.sqlstate == "22P02"
+    assert h.get(1) == [("p", None)]
 
 
 def test_merge_extra_shallow_merge_sorted_compact() -> None:
@@ -149,7 +153,9 @@ def test_merge_extra_invalid_json_is_22p02_and_changes_nothing(
 ) -> None:
     h = harness()
     h.add("q:a")
-    h.merge("q:a", old)
+    item = h.store._queue.by_id(1)  # an invalid old text can only come from an older log
+    assert item is not None
+    item.extra = old
     with pytest.raises(InvalidTextRepresentation) as err:
         h.merge("q:a", new)
     assert err.value.sqlstate == "22P02"

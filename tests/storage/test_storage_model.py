@@ -178,13 +178,14 @@ class Model:
         item = self.find(key)
         if item is None:
             return
+        try:
+            new = json.loads(text)  # the first write is validated too (issue 14 item 10)
+        except ValueError:
+            raise ModelError("InvalidTextRepresentation") from None
         if item["extra"] is None:
             item["extra"] = text
             return
-        try:
-            old, new = json.loads(item["extra"]), json.loads(text)
-        except ValueError:
-            raise ModelError("InvalidTextRepresentation") from None
+        old = json.loads(item["extra"])
         if new is None:
             item["extra"] = None
             return

@@ -101,8 +101,11 @@ def test_queue_prefixes_scripted_workload_exact_rows() -> None:
     assert [(c.name, c.type) for c in frame.columns] == [
         ("prefix", S), ("pending", I), ("active", I), ("results", I),
         ("oldest_pending_ms", I), ("max_heartbeat_age_ms", I), ("last_concurrency", I),
+        ("last_heartbeat_timeout_ms", I), ("last_orphaned_timeout_ms", I),
     ]
-    assert frame.rows == [("a", 2, 1, 0, 175, 75, 4), ("b", 0, 0, 1, None, None, None)]
+    assert frame.rows == [
+        ("a", 2, 1, 0, 175, 75, 4, None, None), ("b", 0, 0, 1, None, None, None, None, None)
+    ]
 
 
 def test_queue_prefixes_heartbeat_age_tracks_stalest_active_item() -> None:
@@ -361,6 +364,8 @@ def test_queue_prefixes_row_lives_while_results_remain_and_keeps_concurrency() -
     h.add("a:1")
     h.retrieve("a:1", 3)
     h.ack("a:1", "r")
-    assert h.store.system_table("queue_prefixes").rows == [("a", 0, 0, 1, None, None, 3)]
+    assert h.store.system_table("queue_prefixes").rows == [
+        ("a", 0, 0, 1, None, None, 3, None, None)
+    ]
     h.advance(1001)
     assert h.store.system_table("queue_prefixes").rows == []
