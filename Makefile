@@ -89,6 +89,8 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 # Cube's real QueryQueue and cache driver against the server (node's test runner).
 node-test: install system-deps node-deps
 	node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs
+	# the same QueryQueue/cache suites against --store postgresql://… (a throwaway PostgreSQL)
+	$(PY) tests/pgstore/node_suite.py
 
 hadolint: install
 	$(VENV)/bin/hadolint Dockerfile
