@@ -219,7 +219,12 @@ class WsSession(Generic[S]):
 
     def _error(self, message_id: int, connection_id: str | None, exc: BaseException) -> bytes:
         error = self.executor.failed(self.plain, exc)
-        return encode_error(message_id, connection_id, error.message)
+        text = error.message
+        if error.sqlstate == "0A000" and error.hint:
+            # HttpError has only a message: an unsupported feature keeps its hint (the
+            # setup that works), which Cube prints in its "Error while querying" line
+            text = f"{text}. {error.hint}"
+        return encode_error(message_id, connection_id, text)
 
     @staticmethod
     def _refusal(message: HttpMessage) -> bytes:

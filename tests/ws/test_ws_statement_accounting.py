@@ -127,6 +127,7 @@ def test_preaggregation_statements_are_0a000_with_the_hint_over_both_wires(
     answer = _ws(cubequeue_server, sql)
     assert isinstance(answer, HttpError)
     assert answer.error.startswith("cubequeue does not support pre-aggregation")
+    assert answer.error.endswith(PREAGGREGATION_HINT)  # HttpError has no hint field
 
 
 def test_show_all_and_show_timezone_still_work_over_both_wires(
