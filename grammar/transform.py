@@ -75,6 +75,7 @@ _CACHESTORE_ACTIONS: dict[str, CachestoreAction] = {
     "HEALTHCHECK": "healthcheck",
     "EVICTION": "eviction",
     "INFO": "info",
+    "WIPE": "wipe",
 }
 
 
