@@ -11,7 +11,7 @@ from cubequeue.grammar.parser import parse
 @pytest.mark.parametrize("sql", ["SYS CACHESTORE WIPE", "sys cachestore wipe",
                                  "  SYS /* all */ CACHESTORE  WIPE ;"])
 def test_wipe_parses(sql: str) -> None:
-    (cmd,) = parse(sql)
+    cmd = parse(sql)
     assert cmd == SysCachestore(action="wipe")
     assert cmd.result_columns() == ()
 
