@@ -1,0 +1,180 @@
+"""Bulk work in slices, MERGE_EXTRA's bounds, CANCEL's reason after ORPHANED, and the
+console's prefix facts: regression tests for the hardening findings.
+
+Slicing is checked by counting units against an injected ``Limits.work_budget``, never
+by wall time.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from storage_testkit import harness
+
+from cubequeue.grammar.commands import QueueGet, QueueToCancel, QueueTruncate
+from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
+from cubequeue.storage.limits import MAX_EXTRA_DEPTH, Limits
+
+FOUR_HOURS = 4 * 3_600_000
+
+
+# -- TRUNCATE: O(1) detach, release in slices --------------------------------------------
+
+
+def test_truncate_is_atomic_and_releases_in_budgeted_slices() -> None:
+    h = harness(Limits(work_budget=10, queue_log_size=5))
+    for i in range(100):
+        h.add(f"q:{i}")
+    h.departures.clear()
+    assert h.run(QueueTruncate()) == []
+    # clients see an empty queue at once, and the log holds its last rows at once
+    assert h.store.system_table("queue").rows == []
+    assert h.store.system_table("queue_prefixes").rows == []
+    log = h.store.system_table("queue_log").rows
+    assert [(r[0], r[2]) for r in log] == [(i, "truncated") for i in range(96, 101)]
+    # but the step reported only one budget's worth of departures to the hook
+    assert len(h.departures) == 10
+    assert h.store.has_deferred
+    seen = [len(h.departures)]
+    while h.store.run_deferred():
+        seen.append(len(h.departures))
+    seen.append(len(h.departures))
+    # each slice reports at most one budget (then paths and indexes are released)
+    assert all(b - a <= 10 for a, b in zip(seen, seen[1:], strict=False))
+    assert seen[:10] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    assert sorted(d.id for d in h.departures) == list(range(1, 101))
+    assert {d.reason for d in h.departures} == {"truncated"}
+    assert not h.store.has_deferred
+
+
+def test_queue_keeps_working_while_a_truncate_is_released() -> None:
+    h = harness(Limits(work_budget=3))
+    for i in range(20):
+        h.add(f"q:{i}")
+    h.run(QueueTruncate())
+    assert h.store.has_deferred
+    assert h.add("q:0")[1] is True  # the path is free again: a new item
+    assert h.get("q:0") == [("p", None)]
+    assert h.store.system_table("queue_prefixes").rows[0][:3] == ("q", 1, 0)
+
+
+def test_truncate_logs_one_summary_line(caplog: pytest.LogCaptureFixture) -> None:
+    h = harness(Limits(work_budget=7))
+    for i in range(50):
+        h.add(f"q:{i}")
+    with caplog.at_level(logging.INFO, logger="cubequeue.queue"):
+        h.run(QueueTruncate())
+        while h.store.run_deferred():
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "cubequeue.queue"]
+    assert lines == ["QUEUE TRUNCATE: 50 items and 0 results removed"]
+
+
+# -- the expiry sweep: bounded per step ----------------------------------------------------
+
+
+def test_sweep_is_bounded_per_step_and_due_items_are_unreachable() -> None:
+    h = harness(Limits(work_budget=1))
+    for i in range(10):
+        h.add(f"q:{i}")
+    h.advance(FOUR_HOURS)
+    h.departures.clear()
+    # the step sweeps one budget (and works one more), yet no due item can be reached
+    assert h.run(QueueGet(key="q:9")) == []
+    assert len(h.departures) == 2
+    assert h.store.has_deferred
+    assert h.add("q:9")[1] is True  # a due, unswept item's path is free at once
+    assert 10 not in {d.id for d in h.departures}
+    while h.store.run_deferred():
+        pass
+    assert sorted(d.id for d in h.departures) == list(range(1, 11))
+    assert [r[0] for r in h.store.system_table("queue").rows] == ["9"]
+    assert h.get("q:9") == [("p", None)]  # the late sweep of id 10 left the new path alone
+
+
+def test_sweep_logs_a_summary_not_a_line_per_item(caplog: pytest.LogCaptureFixture) -> None:
+    h = harness(Limits(work_budget=100))
+    for i in range(30):
+        h.add(f"q:{i}")
+    h.advance(FOUR_HOURS)
+    with caplog.at_level(logging.INFO, logger="cubequeue.queue"):
+        h.get("q:0")
+    lines = [r.getMessage() for r in caplog.records if r.name == "cubequeue.queue"]
+    assert lines == ["expiry sweep: 30 items expired"]
+
+
+# -- MERGE_EXTRA's bounds ------------------------------------------------------------------
+
+
+def test_merge_extra_refuses_deep_json_on_the_first_write() -> None:
+    h = harness()
+    h.add("q:a")
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(LimitExceeded) as err:
+        h.merge("q:a", deep)
+    assert err.value.sqlstate == "54000"
+    assert f"MAX_EXTRA_DEPTH={MAX_EXTRA_DEPTH}" in str(err.value)
+    assert h.get(1) == [("p", None)]
+    ok = "[" * MAX_EXTRA_DEPTH + "]" * MAX_EXTRA_DEPTH
+    h.merge("q:a", ok)
+    h.merge("q:a", '{"a": 1}')  # later merges parse the stored text without trouble
+    assert h.get(1) == [("p", '{"a":1}')]
+
+
+def test_merge_extra_brackets_inside_strings_do_not_nest() -> None:
+    h = harness()
+    h.add("q:a")
+    text = '{"s": "' + "[{" * 1000 + '\\"]"}'
+    h.merge("q:a", text)
+    assert h.get(1) == [("p", text)]
+
+
+def test_merge_extra_size_cap_names_the_limit() -> None:
+    h = harness(Limits(max_extra_bytes=32))
+    h.add("q:a")
+    with pytest.raises(LimitExceeded) as err:
+        h.merge("q:a", '{"k": "' + "x" * 40 + '"}')
+    assert err.value.sqlstate == "54000"
+    assert "exceeds the limit of 32 bytes (max_extra_bytes=32)" in str(err.value)
+    h.merge("q:a", '{"a": "' + "y" * 10 + '"}')
+    with pytest.raises(LimitExceeded):  # each part fits, the merged text does not
+        h.merge("q:a", '{"b": "' + "z" * 10 + '"}')
+    assert h.get(1) == [("p", '{"a": "' + "y" * 10 + '"}')]
+
+
+def test_merge_extra_invalid_first_write_is_22p02() -> None:
+    h = harness()
+    h.add("q:a")
+    with pytest.raises(InvalidTextRepresentation) as err:
+        h.merge("q:a", '{"a":')
+    assert err.value.sqlstate == "22P02"
+
+
+# -- CANCEL's reason: the command that removed the item names it ---------------------------
+
+
+def test_manual_cancel_after_orphaned_listing_stays_cancelled() -> None:
+    h = harness()
+    h.add("q:a")
+    h.advance(2_000)
+    listed = h.run(QueueToCancel(prefix="q", orphaned_timeout=1_000))  # QUEUE ORPHANED
+    assert listed == [("a", "1")]
+    h.cancel("q:a")
+    assert h.departures[-1].reason == "cancelled"
+    assert h.store.system_table("queue_log").rows[-1][2] == "cancelled"
+
+
+# -- the console's facts -----------------------------------------------------------------
+
+
+def test_queue_prefixes_shows_the_latest_to_cancel_timeouts() -> None:
+    h = harness()
+    h.add("q:a")
+    h.retrieve("q:a", 7)
+    h.to_cancel("q", 30_000, 60_000)
+    assert h.store.system_table("queue_prefixes").rows[0][6:] == (7, 30_000, 60_000)
+    h.to_cancel("q", 45_000, None)  # QUEUE STALLED
+    assert h.store.system_table("queue_prefixes").rows[0][6:] == (7, 45_000, None)
+    h.run(QueueToCancel(prefix="q", orphaned_timeout=1))  # QUEUE ORPHANED only lists
+    assert h.store.system_table("queue_prefixes").rows[0][6:] == (7, 45_000, None)
