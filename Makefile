@@ -47,7 +47,12 @@ system-deps:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
 	fi
 
-bench-deps:
+# Cube's QueryQueue bench (bench/cube_queue.py): the 0.35 line here, the 1.7.43 line from tests/node.
+BENCH_QQ_DIR := bench/queryqueue
+$(BENCH_QQ_DIR)/node_modules/.package-lock.json: $(BENCH_QQ_DIR)/package-lock.json
+	npm ci --prefix $(BENCH_QQ_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+
+bench-deps: $(BENCH_QQ_DIR)/node_modules/.package-lock.json $(NODE_DIR)/node_modules/.package-lock.json
 	@need=""; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	command -v redis-server >/dev/null || need="$$need redis-server"; \

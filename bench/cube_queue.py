@@ -21,12 +21,18 @@ and answered once with their own result is not a result (``check.py``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import queue
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -34,9 +40,10 @@ from typing import IO, Any
 from bench import peers
 from bench.check import Check, check_run
 from bench.cpu import tree_cpu_s
-from bench.stats import pct
+from bench.stats import agg, pct
 
-__all__ = ["CONFIGS", "PROCESSES", "QQConfig", "QQRun", "deps_missing", "run_queryqueue"]
+__all__ = ["CONFIGS", "PROCESSES", "QQConfig", "QQRun", "deps_missing", "run_queryqueue",
+           "server_statements", "table"]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent
 WORKLOAD = ROOT / "queryqueue" / "workload.cjs"
@@ -44,7 +51,7 @@ NODE_MODULES = (ROOT / "queryqueue" / "node_modules", ROOT.parent / "tests" / "n
 NODE = "node"
 PROCESSES = 3
 WARMUP_QUERIES = 8
-READY_TIMEOUT_S = 60.0
+READY_TIMEOUT_S = 30.0
 DRAIN_TIMEOUT_S = 120.0
 
 
@@ -86,6 +93,8 @@ class QQRun:
     client_cpu_s: float
     latencies_ms: list[float]
     retries: int
+    #: cubequeue only: statements run in the window, by command (from /metrics)
+    statements: Counter[str] = field(default_factory=Counter)
     check: Check | None = None
     errors: list[str] = field(default_factory=list)
 
@@ -106,6 +115,10 @@ class QQRun:
         return self.client_cpu_s / self.queries * 1e6 if self.queries else 0.0
 
     @property
+    def statements_per_query(self) -> float:
+        return sum(self.statements.values()) / self.queries if self.queries else 0.0
+
+    @property
     def p50_ms(self) -> float:
         return pct(self.latencies_ms, 50)
 
@@ -122,22 +135,36 @@ def deps_missing() -> str | None:
     return None
 
 
-def _read_event(proc: subprocess.Popen[str], want: str, deadline: float,
-                stderr: Path) -> dict[str, Any]:  # fmt: skip
-    """The next JSON line of ``proc``; the node side writes nothing else to stdout."""
-    assert proc.stdout is not None
-    while True:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {want!r} from the workload within its timeout")
-        line = proc.stdout.readline()
-        if not line:
-            tail = stderr.read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"workload exited ({proc.wait()}) before {want!r}: {tail}")
-        event: dict[str, Any] = json.loads(line)
-        if event.get("event") == "error":
-            raise RuntimeError(f"workload failed: {event.get('error')}")
-        if event.get("event") == want:
-            return event
+class _Lines:
+    """A node process's stdout lines through a reader thread, so every wait has a deadline
+    (Cube's driver retries a refused WebSocket forever, silently)."""
+
+    def __init__(self, proc: subprocess.Popen[str], stderr: Path) -> None:
+        self.proc, self.stderr = proc, stderr
+        self._q: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._q.put(line)
+        self._q.put("")  # EOF
+
+    def event(self, want: str, deadline: float) -> dict[str, Any]:
+        """The next ``want`` event; the node side writes nothing but JSON lines to stdout."""
+        while True:
+            try:
+                line = self._q.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"no {want!r} from the workload within its timeout") from None
+            if not line:
+                tail = self.stderr.read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"workload exited ({self.proc.wait()}) before {want!r}: {tail}")
+            event: dict[str, Any] = json.loads(line)
+            if event.get("event") == "error":
+                raise RuntimeError(f"workload failed: {event.get('error')}")
+            if event.get("event") == want:
+                return event
 
 
 def _send(proc: subprocess.Popen[str], line: str) -> None:
@@ -148,7 +175,7 @@ def _send(proc: subprocess.Popen[str], line: str) -> None:
 
 
 def _spawn(cfg: QQConfig, port: int, seconds: float, tag: str, i: int,
-           workdir: Path) -> tuple[subprocess.Popen[str], Path]:  # fmt: skip
+           workdir: Path) -> tuple[subprocess.Popen[str], _Lines]:  # fmt: skip
     args = {"line": cfg.line, "driver": cfg.driver, "host": "127.0.0.1", "port": port,
             "concurrency": cfg.concurrency, "callers": cfg.concurrency, "seconds": seconds,
             "warmup": min(cfg.concurrency, WARMUP_QUERIES), "prefix": f"bench_{tag}",
@@ -160,34 +187,53 @@ def _spawn(cfg: QQConfig, port: int, seconds: float, tag: str, i: int,
         proc = subprocess.Popen([NODE, str(WORKLOAD), json.dumps(args)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=fh, text=True, env=env,
                                 cwd=WORKLOAD.parent)  # fmt: skip
-    return proc, err
+    return proc, _Lines(proc, err)
 
 
-def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str) -> QQRun:
+_COMMAND_RE = re.compile(r'^cubequeue_commands_total\{command="([^"]*)",[^}]*\} ([0-9.e+]+)$', re.M)
+
+
+def server_statements(peer: peers.Peer) -> Counter[str]:
+    """Statements cubequeue has run so far, by command (its /metrics); empty for Redis."""
+    if peer.name != "cubequeue":
+        return Counter()
+    url = f"http://127.0.0.1:{peer.http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out: Counter[str] = Counter()
+    for command, value in _COMMAND_RE.findall(text):
+        out[command] += int(float(value))
+    return out
+
+
+def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str,
+                   ready_timeout_s: float = READY_TIMEOUT_S) -> QQRun:  # fmt: skip
     """One bounded run of ``cfg`` against ``peer`` (cubequeue's WebSocket or Redis)."""
     port = peer.http_port if cfg.system == "cubequeue" else peer.port
     run = QQRun(cfg, 0.0, 0, 0.0, 0.0, [], 0)
-    procs: list[tuple[subprocess.Popen[str], Path]] = []
+    procs: list[tuple[subprocess.Popen[str], _Lines]] = []
     with tempfile.TemporaryDirectory(prefix="cqbench-qq-") as tmp:
         try:
             procs = [_spawn(cfg, port, seconds, tag, i, Path(tmp)) for i in range(cfg.processes)]
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            for proc, err in procs:
-                _read_event(proc, "ready", deadline, err)
+            deadline = time.monotonic() + ready_timeout_s
+            for _, lines in procs:
+                lines.event("ready", deadline)
+            stmts0 = server_statements(peer)  # read outside the CPU window
             cpu0, t0 = tree_cpu_s(peer.pid), time.perf_counter()
             for proc, _ in procs:
                 _send(proc, "go")
             deadline = time.monotonic() + seconds + DRAIN_TIMEOUT_S
-            done = [_read_event(proc, "done", deadline, err) for proc, err in procs]
+            done = [lines.event("done", deadline) for _, lines in procs]
             run.seconds = time.perf_counter() - t0
             run.server_cpu_s = tree_cpu_s(peer.pid) - cpu0
+            run.statements = server_statements(peer) - stmts0
             run.client_cpu_s = sum(float(d["cpu_s"]) for d in done)
             submitted: list[str] = []
             executed: list[str] = []
             answered: list[tuple[str, bool]] = []
-            for proc, err in procs:
+            for proc, lines in procs:
                 _send(proc, "report")
-                rep = _read_event(proc, "report", deadline, err)
+                rep = lines.event("report", deadline)
                 submitted += rep["submitted"]
                 executed += rep["executed"]
                 answered += [(str(p), bool(ok)) for p, ok in rep["answered"]]
@@ -196,15 +242,16 @@ def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str) ->
                 run.errors += [str(e) for e in rep["errors"]]
             run.queries = len(submitted)
             run.check = check_run(submitted, executed, answered)
-        except (RuntimeError, TimeoutError, json.JSONDecodeError) as exc:
+        except (RuntimeError, TimeoutError, OSError, json.JSONDecodeError) as exc:
             run.errors.append(str(exc))
         finally:
             for proc, _ in procs:
                 if proc.stdin is not None:
-                    proc.stdin.close()
+                    with contextlib.suppress(OSError):
+                        proc.stdin.close()
             for proc, _ in procs:
                 try:
-                    proc.wait(20)
+                    proc.wait(0 if run.errors else 20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
@@ -213,20 +260,30 @@ def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str) ->
 
 def table(runs: dict[tuple[str, int], list[QQRun]]) -> list[str]:
     """Markdown rows: median over the runs of each (configuration, concurrency)."""
-    from bench.stats import agg
 
     out = ["| concurrency | client | queries/s | p50 ms | p99 ms | server CPU µs/query "
-           "| node clients' CPU µs/query | waits retried |",
-           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+           "| node clients' CPU µs/query | statements/query | waits retried |",
+           "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for (label, conc), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], _order(kv[0][0]))):
         out.append(
             f"| {conc} | {label} | {agg([r.qps for r in rs]).fmt()} "
             f"| {agg([r.p50_ms for r in rs]).fmt(2)} | {agg([r.p99_ms for r in rs]).fmt(2)} "
             f"| {agg([r.server_us_per_query for r in rs]).fmt()} "
             f"| {agg([r.client_us_per_query for r in rs]).fmt()} "
-            f"| {sum(r.retries for r in rs)} |"
+            f"| {_statements(rs)} | {sum(r.retries for r in rs)} |"
         )
     return out
+
+
+def _statements(runs: list[QQRun]) -> str:
+    """Statements per query and the three most frequent commands (cubequeue only)."""
+
+    total: Counter[str] = sum((r.statements for r in runs), Counter())
+    if not total:
+        return ""
+    queries = sum(r.queries for r in runs)
+    top = ", ".join(f"{c.removeprefix('QUEUE ')} {n / queries:.1f}" for c, n in total.most_common(3))
+    return f"{agg([r.statements_per_query for r in runs]).fmt(1)} ({top})"
 
 
 def _order(label: str) -> int:

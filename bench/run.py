@@ -1,11 +1,13 @@
 """``python -m bench.run [--quick]``: cubequeue, PostgreSQL 15 and Redis 7, one run.
 
 Starts all three servers on loopback, runs the QueryQueue cycle matrix (C ∈ {1, 8, 64},
-concurrency ∈ {2, 64}, normal and fast track), the pgbench wire floor, the blocking wake
-latency, profiles the cubequeue server, runs the storage and grammar micro-benchmarks,
-writes bench/RESULTS.md and prints the ratio lines. ``--quick`` (``make bench-quick``,
-about a minute): C=8 and C=1 at concurrency 2, both modes, all three systems, SELECT 1
-and idle wake latency, one run each; prints the ratio lines and writes nothing.
+concurrency ∈ {2, 64}, normal and fast track), Cube's own QueryQueue from npm against
+Redis and over cubequeue's WebSocket (bench/cube_queue.py, 10 s per run), the steady-state
+pgbench wire floor, the blocking wake latency, profiles the cubequeue server, runs the
+storage and grammar micro-benchmarks, writes bench/RESULTS.md and prints the ratio lines.
+``--quick`` (``make bench-quick``, about two minutes): C=8 and C=1 at concurrency 2, both
+modes, all three systems, Cube's QueryQueue for 3 s per configuration, SELECT 1 at 1 and
+64 clients and idle wake latency, one run each; prints the ratio lines and writes nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import TypeVar
 
 from bench import peers
 from bench.adapters import Target, setup
+from bench.cube_queue import CONFIGS as QQ_CONFIGS
+from bench.cube_queue import QQConfig, QQRun, deps_missing, run_queryqueue
 from bench.cycle import CycleConfig, CycleRun, run_cycle
 from bench.profile import profile_cycle
 from bench.results import Report, machine_info, ratio_lines, write_results
@@ -28,6 +32,7 @@ from bench.wake import WakeRun, measure_wake, start_busy
 from bench.wire import (
     CLIENTS,
     MODES,
+    SELECT1_CLIENTS,
     WireRun,
     Workload,
     cubequeue_workloads,
@@ -38,7 +43,15 @@ from bench.wire import (
 ROOT = Path(__file__).resolve().parent
 QUERIES = {1: 200, 8: 600, 64: 1024}
 MAX_ATTEMPTS = 3
-R = TypeVar("R", CycleRun, WireRun, WakeRun)
+#: pgbench -T per run (bench/wire.py measures from 1 s in to 0.25 s before the end)
+WIRE_SELECT1_S = 5
+WIRE_STATEMENT_S = 3
+WIRE_QUICK_S = 3
+#: Cube QueryQueue window per run (bench/cube_queue.py)
+QQ_SECONDS = 10.0
+QQ_QUICK_S = 3.0
+QQ_CONCURRENCY = (2, 64)
+R = TypeVar("R", CycleRun, WireRun, WakeRun, QQRun)
 
 
 def _log(msg: str) -> None:
@@ -103,33 +116,67 @@ def _cycles(report: Report, ps: dict[str, peers.Peer], configs: list[tuple[int, 
                          f"RT {r.rt_per_cycle:.2f}")  # fmt: skip
 
 
+def _wire_plan(system: str, quick: bool, dsn: str) -> list[tuple[Workload, tuple[str, ...],
+                                                                 tuple[int, ...], int, bool]]:  # fmt: skip
+    """(workload, modes, clients, seconds, repeated): SELECT 1 carries the round-trip
+    targets, so it runs longest, at 1/16/64 clients and every repetition; the other
+    statements run once per configuration, for 3 s (a 1.75 s steady window)."""
+    select1 = Workload(system, "SELECT 1", "SELECT 1", "SELECT 1")
+    if quick:
+        return [(select1, ("extended",), (1, 64), WIRE_QUICK_S, False)]
+    maker = cubequeue_workloads if system == "cubequeue" else postgres_workloads
+    rest = [w for w in maker(dsn) if w.name != "SELECT 1"]
+    return [(select1, MODES, SELECT1_CLIENTS, WIRE_SELECT1_S, True),
+            *[(w, MODES, CLIENTS, WIRE_STATEMENT_S, False) for w in rest]]  # fmt: skip
+
+
 def _wire(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
-    seconds = 1
-    loads: list[tuple[peers.Peer, Workload]] = []
     for system in ("cubequeue", "postgres"):
         if system not in ps:
             continue
         peer = ps[system]
-        if quick:
-            loads.append((peer, Workload(system, "SELECT 1", "SELECT 1", "SELECT 1")))
-        else:
-            maker = cubequeue_workloads if system == "cubequeue" else postgres_workloads
-            loads += [(peer, w) for w in maker(peer.dsn)]
-    modes = ("extended",) if quick else MODES
-    clients = (1,) if quick else CLIENTS
-    for peer, w in loads:
-        for mode in modes:
-            for c in clients:
-                for rep in range(report.reps):
-                    label = f"pgbench {peer.name} {w.name} -M {mode} -c {c} #{rep + 1}"
-                    run = _valid(lambda _a, p=peer, w=w, m=mode, c=c: run_pgbench(p, w, m, c, seconds),
-                                 label, report.rejected)  # fmt: skip
-                    if run is not None:
-                        report.wire.setdefault((peer.name, w.name, mode, c), []).append(run)
-                runs = report.wire.get((peer.name, w.name, mode, c), [])
-                if runs:
-                    _log(f"pgbench {peer.name:9} {w.name:28} -M {mode:8} -c {c:2} "
-                         f"{runs[0].tps:8.0f} tps {runs[0].us_per_statement:6.1f} µs/stmt")  # fmt: skip
+        for w, modes, clients, seconds, repeated in _wire_plan(system, quick, peer.dsn):
+            for mode in modes:
+                for c in clients:
+                    for rep in range(report.reps if repeated else 1):
+                        label = f"pgbench {peer.name} {w.name} -M {mode} -c {c} #{rep + 1}"
+                        run = _valid(lambda _a, p=peer, w=w, m=mode, c=c, s=seconds:
+                                     run_pgbench(p, w, m, c, s), label, report.rejected)  # fmt: skip
+                        if run is not None:
+                            report.wire.setdefault((peer.name, w.name, mode, c), []).append(run)
+                    runs = report.wire.get((peer.name, w.name, mode, c), [])
+                    if runs:
+                        _log(f"pgbench {peer.name:9} {w.name:28} -M {mode:8} -c {c:2} "
+                             f"{runs[0].tps:8.0f} tps {runs[0].us_per_statement:6.1f} µs/stmt")  # fmt: skip
+
+
+def _queryqueue(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
+    """Cube's QueryQueue from npm over the WebSocket (bench/cube_queue.py), interleaved."""
+    missing = deps_missing()
+    if missing:
+        report.rejected.append(f"Cube QueryQueue bench not run: {missing}")
+        _log(f"  skipped the Cube QueryQueue bench: {missing}")
+        return
+    seconds = QQ_QUICK_S if quick else QQ_SECONDS
+    for conc in QQ_CONCURRENCY:
+        for rep in range(1 if quick else report.reps):
+            for system, line, fast in QQ_CONFIGS:
+                if system not in ps:
+                    continue
+                cfg = QQConfig(system, line, fast, conc)
+                base = f"{system[0]}{line.replace('.', '')}{'f' if fast else 'n'}c{conc}r{rep}"
+
+                def make(attempt: int, peer: peers.Peer = ps[system], cfg: QQConfig = cfg,
+                         base: str = base) -> QQRun:  # fmt: skip
+                    return run_queryqueue(peer, cfg, seconds, f"{base}a{attempt}")
+
+                run = _valid(make, f"QueryQueue {cfg.label} conc={conc} #{rep + 1}",
+                             report.rejected)  # fmt: skip
+                if run is not None:
+                    report.queryqueue.setdefault((cfg.label, conc), []).append(run)
+                    _log(f"QueryQueue conc={conc:2} {cfg.label:22} {run.qps:6.0f} q/s server "
+                         f"{run.server_us_per_query:6.0f} µs/q nodes "
+                         f"{run.client_us_per_query:6.0f} µs/q p50 {run.p50_ms:.1f} ms")  # fmt: skip
 
 
 def _wake(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
@@ -197,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(setup(_target(p)))
         configs = [(8, 2), (1, 2)] if args.quick else [(c, k) for c in (1, 8, 64) for k in (2, 64)]
         _cycles(report, ps, configs)
+        _queryqueue(report, ps, args.quick)
         _wire(report, ps, args.quick)
         _wake(report, ps, args.quick)
         if not args.quick:
