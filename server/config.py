@@ -84,6 +84,19 @@ class Config:
     snapshot_min_log_bytes: int = 67_108_864
     #: seconds between snapshots when anything changed
     snapshot_interval: int = 600
+    #: answers kept for a WebSocket resend, in bytes, per connection_id and in total;
+    #: an answer beyond either is replaced by a marker (a resend gets an HttpError)
+    max_ws_resend_bytes: int = 67_108_864
+    max_ws_resend_total_bytes: int = 268_435_456
+    #: RESULT_BLOCKING waits one WebSocket may hold at once, and the largest message one
+    #: may be (a waiter holds its message until it is answered)
+    max_ws_blocking_waits: int = 1000
+    max_blocking_message_bytes: int = 65_536
+    #: named prepared statements, and named portals, one PostgreSQL connection may hold
+    max_prepared_statements: int = 10_000
+    #: the default ``statement_timeout`` of every session, in ms (0: none): how long a
+    #: step that waits (a store that answers later, a stream of rows) may take
+    statement_timeout: int = 60_000
 
 
 #: the listener options whose port a bind error may name, in the order they are bound

@@ -348,6 +348,21 @@ OPTIONS: tuple[Option, ...] = (
            metavar="BYTES", unit="bytes"),
     Option("snapshot_interval", "durable mode: snapshot at least this often when anything "
            "changed", _POSITIVE, metavar="S", unit="s"),
+    Option("max_ws_resend_bytes", "answers kept for a WebSocket resend, per connection_id; "
+           "a resend of an answer dropped for it gets an HttpError naming it", _POSITIVE,
+           metavar="BYTES", unit="bytes"),
+    Option("max_ws_resend_total_bytes", "answers kept for WebSocket resends, all "
+           "connections together", _POSITIVE, metavar="BYTES", unit="bytes"),
+    Option("max_ws_blocking_waits", "QUEUE RESULT_BLOCKING waits one WebSocket may hold; "
+           "beyond it, an HttpError naming it", _POSITIVE, metavar="N"),
+    Option("max_blocking_message_bytes", "largest WebSocket message that may wait as "
+           "QUEUE RESULT_BLOCKING (a waiter holds its message)", _integer(1024),
+           metavar="BYTES", unit="bytes"),
+    Option("max_prepared_statements", "named prepared statements, and named portals, per "
+           "PostgreSQL connection; beyond it, 53400", _POSITIVE, metavar="N"),
+    Option("statement_timeout", "default statement_timeout of every session (0: none): a "
+           "step that waits longer is canceled with 57014; RESULT_BLOCKING has its own cap",
+           _NON_NEGATIVE, metavar="MS", unit="ms"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
