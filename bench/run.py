@@ -140,8 +140,12 @@ def _wire(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
                 for c in clients:
                     for rep in range(report.reps if repeated else 1):
                         label = f"pgbench {peer.name} {w.name} -M {mode} -c {c} #{rep + 1}"
-                        run = _valid(lambda _a, p=peer, w=w, m=mode, c=c, s=seconds:
-                                     run_pgbench(p, w, m, c, s), label, report.rejected)  # fmt: skip
+
+                        def make(_attempt: int, p: peers.Peer = peer, w: Workload = w,
+                                 m: str = mode, c: int = c, s: int = seconds) -> WireRun:  # fmt: skip
+                            return run_pgbench(p, w, m, c, s)
+
+                        run = _valid(make, label, report.rejected)
                         if run is not None:
                             report.wire.setdefault((peer.name, w.name, mode, c), []).append(run)
                     runs = report.wire.get((peer.name, w.name, mode, c), [])
