@@ -16,7 +16,7 @@ hundred sorted-index entries dropped); jobs run in the order they were queued.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, MutableSequence
+from collections.abc import Callable
 
 __all__ = ["DeferredWork", "Job", "release_list"]
 
@@ -55,7 +55,7 @@ class DeferredWork:
         return used
 
 
-def release_list(values: MutableSequence[object], budget: int, per_unit: int = 1) -> int:
+def release_list(values: list[int], budget: int, per_unit: int = 1) -> int:
     """Drop up to ``budget * per_unit`` entries from the end of ``values`` (a tail delete
     is O(k) and frees what only this list held); the units used."""
     count = min(len(values), budget * per_unit)

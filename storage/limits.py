@@ -41,6 +41,6 @@ class Limits:
     #: units of bulk work (items freed, swept, departures reported) a step or one
     #: :meth:`~cubequeue.storage.store.Store.run_deferred` call does at most, so no bulk
     #: statement holds the event loop for long (tests inject a small one)
-    work_budget: int = 4096
+    work_budget: int = 1024
     #: SYS CLOCK … is allowed (--test-clock)
     clock_control: bool = False

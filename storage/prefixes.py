@@ -158,7 +158,7 @@ class PrefixState:
         only a state nobody reads any more may be emptied this way."""
         out: list[list[int]] = []
         for index in (self.pending, self.by_created, self.by_orphaned, self.heartbeats):
-            out.extend(index._lists)  # noqa: SLF001  # detached: sortedcontainers' own lists
+            out.extend(index._lists)  # detached: sortedcontainers' own lists
         return out
 
     # -- views ------------------------------------------------------------------------

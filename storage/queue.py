@@ -89,7 +89,7 @@ class QueueState:
         *,
         queue_log_size: int,
         on_departure: Callable[[Departure], None] | None = None,
-        work_budget: int = 4096,
+        work_budget: int = 1024,
     ) -> None:
         self._by_id: dict[int, Item] = {}
         self._by_path: dict[str, Item] = {}

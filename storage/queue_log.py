@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from cubequeue.grammar.results import ResultSet
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.queue_item import Item
 from cubequeue.storage.system_schemas import QUEUE_LOG_COLUMNS
 
@@ -89,7 +89,7 @@ class DepartureLog:
         return ResultSet(QUEUE_LOG_COLUMNS, list(_table_rows(self._rows)))
 
 
-def _table_rows(entries: Iterable[_Entry]) -> Iterable[tuple[object, ...]]:
+def _table_rows(entries: Iterable[_Entry]) -> Iterable[Row]:
     for entry in entries:
         d = _departure(entry)
         yield (d.id, d.path, d.reason, d.at, d.queued_ms, d.active_ms)

@@ -7,6 +7,7 @@ by wall time.
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import pytest
@@ -41,7 +42,7 @@ def test_truncate_is_atomic_and_releases_in_budgeted_slices() -> None:
         seen.append(len(h.departures))
     seen.append(len(h.departures))
     # each slice reports at most one budget (then paths and indexes are released)
-    assert all(b - a <= 10 for a, b in zip(seen, seen[1:], strict=False))
+    assert all(b - a <= 10 for a, b in itertools.pairwise(seen))
     assert seen[:10] == [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
     assert sorted(d.id for d in h.departures) == list(range(1, 101))
     assert {d.reason for d in h.departures} == {"truncated"}

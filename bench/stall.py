@@ -1,0 +1,113 @@
+"""Stall benchmark: how long one bulk statement holds the event loop for everyone else.
+
+A probe connection runs ``SELECT 1`` back to back (its own thread, its own psycopg
+connection) while another connection runs one bulk statement over N queued items (10⁶;
+``--quick``: 10⁵): QUEUE PURGE, QUEUE TRUNCATE, the expiry sweep (SYS CLOCK ADVANCE past
+every item's expiry, then one step), ORDER BY over system.queue, QUEUE LIST of the whole
+prefix, and MERGE_EXTRA of a large JSON (twice: the second merge parses and prints the
+first). Reported: the probe's p99 and max round trip during the statement, and the
+statement's own time. Target: no statement stalls the probe more than 50 ms.
+
+The machine is shared, so figures are noisy; compare runs made back to back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+
+from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
+
+TARGET_MS = 50.0
+PREFIX = "stall"
+_BATCH = 2_000
+_FOUR_HOURS_MS = 4 * 3_600_000
+
+
+def _fill(server: CubequeueServer, n: int) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        for start in range(0, n, _BATCH):
+            sql = ";".join(
+                f"QUEUE ADD PRIORITY {i % 5} '{PREFIX}:k{i}' '{{\"i\":{i}}}'"
+                for i in range(start, min(n, start + _BATCH))
+            )
+            conn.execute(sql.encode())
+
+
+class _Probe(threading.Thread):
+    """``SELECT 1`` in a loop; round trips in ms while :attr:`recording` is set."""
+
+    def __init__(self, dsn: str) -> None:
+        super().__init__(daemon=True)
+        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.samples: list[float] = []
+        self.recording = threading.Event()
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            t0 = time.perf_counter()
+            self.conn.execute("SELECT 1").fetchall()
+            elapsed = (time.perf_counter() - t0) * 1000
+            if self.recording.is_set():
+                self.samples.append(elapsed)
+
+
+def _measure(server: CubequeueServer, name: str, run: Callable[[psycopg.Connection], None]) -> None:
+    probe = _Probe(server.dsn)
+    probe.start()
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        time.sleep(0.2)  # the probe is warm
+        probe.recording.set()
+        t0 = time.perf_counter()
+        run(conn)
+        took = (time.perf_counter() - t0) * 1000
+        time.sleep(0.3)  # deferred work after the answer counts too
+        probe.recording.clear()
+    probe.done.set()
+    probe.join()
+    probe.conn.close()
+    samples = sorted(probe.samples) or [0.0]
+    p99 = samples[min(len(samples) - 1, int(len(samples) * 0.99))]
+    worst = samples[-1]
+    verdict = "ok" if worst < TARGET_MS else "OVER"
+    print(f"  {name:28s} statement {took:9.1f} ms  probe p99 {p99:7.1f} ms  max {worst:7.1f} ms"
+          f"  median {statistics.median(samples):5.2f} ms  ({len(samples)} probes)  {verdict}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="10^5 items instead of 10^6")
+    parser.add_argument("--items", type=int, default=None)
+    args = parser.parse_args()
+    n = args.items or (100_000 if args.quick else 1_000_000)
+    extra = json.dumps({f"k{i}": "x" * 80 for i in range(10_000)})  # ~1 MiB, the cap
+    server = start_cubequeue("--log-level", "warning", "--max-items", str(n + 10))
+    try:
+        print(f"stall of a SELECT 1 client at {n} queued items (target < {TARGET_MS:g} ms)")
+        _fill(server, n)
+        _measure(server, "ORDER BY over system.queue", lambda c: c.execute(
+            "SELECT queue_id FROM system.queue ORDER BY priority DESC, queue_id LIMIT 5").fetchall())
+        _measure(server, "QUEUE LIST (whole prefix)",
+                 lambda c: c.execute(f"QUEUE LIST '{PREFIX}'").fetchall())
+        _measure(server, "MERGE_EXTRA 1 MiB, twice", lambda c: [
+            c.execute(f"QUEUE MERGE_EXTRA '{PREFIX}:k1' $${extra}$$".encode()) for _ in range(2)])
+        _measure(server, "QUEUE PURGE (whole prefix)",
+                 lambda c: c.execute(f"QUEUE PURGE '{PREFIX}'").fetchall())
+        _fill(server, n)
+        _measure(server, "QUEUE TRUNCATE", lambda c: c.execute("QUEUE TRUNCATE"))
+        _fill(server, n)
+        _measure(server, "expiry sweep", lambda c: [
+            c.execute(f"SYS CLOCK ADVANCE {_FOUR_HOURS_MS + 1}"), c.execute("QUEUE GET 'x:y'")])
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
