@@ -187,6 +187,7 @@ def build_context(config: Config) -> ServerContext:
         store,
         max_blocking_timeout_ms=config.max_blocking_timeout,
         slow_command_ms=config.slow_command_ms,
+        max_sql_statement_bytes=config.max_sql_statement_bytes,
         observe=metrics.observe_command,
     )
     connections = ConnectionRegistry(

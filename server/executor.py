@@ -42,9 +42,11 @@ from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
 from cubequeue.grammar.results import ResultSet
+from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
+from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
 from cubequeue.storage.interface import RowStream
 
@@ -124,10 +126,12 @@ Step = ResultSet | WaitFor
 class _PlainTables:
     """The store as plain SQL reads it: a system table is a whole frame, the clock a call."""
 
-    __slots__ = ("_store", "clock")
+    __slots__ = ("_store", "clock", "max_sql_statement_bytes")
 
-    def __init__(self, store: StoreBackend) -> None:
+    def __init__(self, store: StoreBackend, max_sql_statement_bytes: int) -> None:
         self._store = store
+        #: ``--max-sql-statement-bytes``, read by plain SQL before sqlglot parses
+        self.max_sql_statement_bytes = max_sql_statement_bytes
         # until every store has the seam's now_ms, the in-memory one's clock is the same
         clock = getattr(store, "now_ms", None) or getattr(store, "clock")  # noqa: B009
         self.clock: Callable[[], int] = clock
@@ -156,13 +160,14 @@ class Executor:
         *,
         max_blocking_timeout_ms: int = 600_000,
         slow_command_ms: int = 1000,
+        max_sql_statement_bytes: int = MAX_SQL_STATEMENT_BYTES,
         observe: Observe | None = None,
     ) -> None:
         self.store = store
         self.max_blocking_timeout_ms = max_blocking_timeout_ms
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
-        self._tables = _PlainTables(store)
+        self._tables = _PlainTables(store, max_sql_statement_bytes)
 
     # --- statement text ----------------------------------------------------------------
 
@@ -287,25 +292,35 @@ class Executor:
             return result
         return WaitFor(cmd, process_id, result, started, text, origin)
 
-    async def complete(self, wait: WaitFor) -> ResultSet:
-        """The result of a :class:`WaitFor` (run by the wire's asyncio shell)."""
+    async def complete(self, wait: WaitFor, timeout_ms: int = 0) -> ResultSet:
+        """The result of a :class:`WaitFor` (run by the wire's asyncio shell). A store
+        step still waiting after ``timeout_ms`` (the session's ``statement_timeout``;
+        0: none) is canceled with 57014, so a store that stopped answering cannot wedge
+        a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``."""
         cmd = wait.command
         text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
             assert isinstance(cmd, QueueResultBlocking)
             return await self._blocking(cmd, wait.process_id, text, origin)
         started = wait.started
+        deadline = asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None)
         try:
-            pending = wait.pending
-            result = pending if isinstance(pending, RowStream) else await pending
-            if isinstance(result, RowStream):
-                result = await _gather(result)
+            async with deadline:
+                pending = wait.pending
+                result = pending if isinstance(pending, RowStream) else await pending
+                if isinstance(result, RowStream):
+                    result = await _gather(result)
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
         except asyncio.CancelledError:
             self._observe_only(cmd, "57014", started, text, origin)
             raise
+        except TimeoutError as exc:
+            if not deadline.expired():  # the store's own timeout: its bug or its outage
+                raise self._internal(cmd, started, exc, text, origin) from exc
+            self._finish(cmd, QueryCanceled.sqlstate, started, text, origin)
+            raise QueryCanceled("canceling statement due to statement timeout") from None
         except Exception as exc:
             raise self._internal(cmd, started, exc, text, origin) from exc
         self._finish(cmd, "ok", started, text, origin)

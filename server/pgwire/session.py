@@ -31,7 +31,7 @@ from datetime import UTC, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cubequeue.grammar import bind, split_statements
+from cubequeue.grammar import bind, first_word, split_statements
 from cubequeue.grammar.commands import Command
 from cubequeue.grammar.errors import FeatureNotSupported, InternalError, QueueError, SyntaxError
 from cubequeue.grammar.results import ResultSet, Row
@@ -40,22 +40,25 @@ from cubequeue.server.errors import AdminShutdown, bind_count_error
 from cubequeue.server.executor import Binder, Origin, Prepared, Step, WaitFor, ends_block
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
+from cubequeue.server.pgwire.client import BackendDecoder
 from cubequeue.server.pgwire.codec import (
     BIND_COMPLETE,
     CLOSE_COMPLETE,
+    COPY_DONE,
     EMPTY_QUERY,
     PARSE_COMPLETE,
     PORTAL_SUSPENDED,
     READY,
     encode,
     encode_command_complete,
+    encode_copy_data,
+    encode_copy_out_response,
 )
 from cubequeue.server.pgwire.errors import (
     InvalidAuthorizationSpecification,
     error_response,
     notice_response,
 )
-from cubequeue.server.pgwire.peer import BackendDecoder
 from cubequeue.server.pgwire.statements import (
     Names,
     Portal,
@@ -69,6 +72,7 @@ from cubequeue.server.pgwire.statements import (
 from cubequeue.server.pgwire.states import Action, Rule, SessionState, rule_for
 from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.sql import PlainOutcome, PlainSession
+from cubequeue.server.sql.copy import run_copy
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
@@ -401,6 +405,9 @@ class PgSession:
 
     def _simple_statement(self, sql: str) -> WaitFor | None:
         """Run one statement of a simple Query; a step that waits is returned unrun."""
+        if first_word(sql) == "copy":
+            self._copy_out(sql)
+            return None
         answer = self.executor.statement(sql, self._session(), self.process_id,
                                          origin=self.origin)
         if isinstance(answer, PlainOutcome):
@@ -411,6 +418,19 @@ class PgSession:
             return step
         self._dialect_reply(command, step)
         return None
+
+    def _copy_out(self, sql: str) -> None:
+        """``COPY (SELECT …) TO STDOUT`` (simple Query only, as psql's ``\\copy`` and
+        psycopg's ``copy()`` send it): CopyOutResponse, a CopyData per line, CopyDone."""
+        session = self._session()
+        out = run_copy(
+            sql, lambda query: self.executor.plain(query, session, origin=self.origin), self._tz
+        )
+        wire = self.wire
+        wire.append(encode_copy_out_response(0, (0,) * out.column_count))
+        wire.extend([encode_copy_data(line) for line in out.lines])
+        wire.append(COPY_DONE)
+        wire.append(encode_command_complete(out.tag))
 
     def _query(self, msg: m.Query) -> _Run | None:
         """Statements run here until one has to wait; the rest go to :meth:`_query_rest`."""

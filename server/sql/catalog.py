@@ -44,6 +44,7 @@ from .catalog_rewrite import output_columns, rewrite
 from .catalog_tables import CATALOG_SCHEMAS, COLUMN_TYPES, TABLES, CatalogFacts, catalog_rows
 from .errors import UndefinedColumn
 from .lexer import for_sqlglot
+from .like import LikePattern, compile_like
 from .outcome import HINT, PlainDescription, PlainOutcome
 from .refusals import refuse_select
 from .session import PlainSession
@@ -159,28 +160,10 @@ def _plan(sql: str) -> _Plan:
 
 # --- the database ----------------------------------------------------------------------
 
-_like_cache: dict[tuple[str, str], re.Pattern[str]] = {}
-
-
-def _like_regex(pattern: str, escape: str) -> re.Pattern[str]:
-    key = (pattern, escape)
-    found = _like_cache.get(key)
-    if found is not None:
-        return found
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if escape and ch == escape and i + 1 < len(pattern):
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    compiled = re.compile("".join(out), re.S)
-    if len(_like_cache) > 512:
-        _like_cache.clear()
-    _like_cache[key] = compiled
-    return compiled
+@lru_cache(maxsize=64)
+def _like_pattern(pattern: str, escape: str) -> LikePattern:
+    """LIKE in linear time (:mod:`.like`), the compiled pattern cached per (pattern, escape)."""
+    return compile_like(pattern, escape=escape)
 
 
 def _like(pattern: object, value: object, escape: object = "\\") -> int | None:
@@ -188,7 +171,7 @@ def _like(pattern: object, value: object, escape: object = "\\") -> int | None:
     ``like(pattern, value[, escape])`` for its LIKE operator)."""
     if pattern is None or value is None:
         return None
-    return int(_like_regex(str(pattern), str(escape or "")).fullmatch(str(value)) is not None)
+    return int(_like_pattern(str(pattern), str(escape or "")).matches(str(value)))
 
 
 def _ilike(value: object, pattern: object) -> int | None:

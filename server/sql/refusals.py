@@ -21,6 +21,7 @@ from typing import Final
 
 from sqlglot import exp
 
+from cubequeue.grammar import strip_leading_comments
 from cubequeue.grammar.errors import FeatureNotSupported
 
 __all__ = ["OWN_SCHEMAS", "PREAGGREGATION_HINT", "refuse_select", "refuse_statement"]
@@ -34,7 +35,6 @@ PREAGGREGATION_HINT: Final = (
     "CUBEJS_EXTERNAL_DEFAULT=false; refresh keys and the query cache keep working."
 )
 _MAX_SHOWN = 60
-_LEADING_NOISE: Final = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*", re.S)
 #: (leading words, feature) — the DDL and writes a pre-aggregation build sends.
 _STATEMENTS: Final = (
     (re.compile(r"create\s+schema\b", re.I), "pre-aggregation schemas (CREATE SCHEMA)"),
@@ -66,8 +66,7 @@ def _refusal(feature: str, sql: str) -> FeatureNotSupported:
 
 def refuse_statement(sql: str) -> FeatureNotSupported | None:
     """The refusal of a non-SELECT statement a pre-aggregation build sends, or None."""
-    start = _LEADING_NOISE.match(sql)
-    body = sql[start.end():] if start else sql
+    body = strip_leading_comments(sql)
     for pattern, feature in _STATEMENTS:
         if pattern.match(body):
             return _refusal(feature, body)

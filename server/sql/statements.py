@@ -26,6 +26,7 @@ from cubequeue.server.errors import InFailedTransaction, InvalidCursorName, bind
 
 from .errors import ActiveSqlTransaction, UndefinedParameter
 from .lexer import first_word, tokenize
+from .limits import MAX_SQL_STATEMENT_BYTES, bound_statement
 from .outcome import HINT, OID_INT4, OID_TEXT, OID_VOID, Notice, PlainDescription, PlainOutcome
 from .session import PlainSession
 from .setshow import TokenReader, run_reset, run_set, run_show, show_columns
@@ -196,23 +197,38 @@ TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
 _plans: OrderedDict[str, SelectPlan] = OrderedDict()
 
 
-def _plan(sql: str) -> SelectPlan:
+#: texts longer than this are planned every time, so the plan cache holds at most
+#: _PLAN_CACHE_SIZE × this many characters of statement text
+_MAX_CACHED_PLAN_TEXT = 64 * 1024
+
+
+def _max_bytes(store: PlainStore) -> int:
+    """``--max-sql-statement-bytes`` as the executor passes it (the default otherwise)."""
+    return getattr(store, "max_sql_statement_bytes", MAX_SQL_STATEMENT_BYTES)
+
+
+def _plan(sql: str, max_bytes: int) -> SelectPlan:
     plan = _plans.get(sql)
     if plan is not None:
         _plans.move_to_end(sql)
         return plan
     from .select import plan_for
 
-    plan = plan_for(sql)
-    _plans[sql] = plan
-    if len(_plans) > _PLAN_CACHE_SIZE:
-        _plans.popitem(last=False)
+    plan = plan_for(sql, max_bytes)
+    if len(sql) <= _MAX_CACHED_PLAN_TEXT:
+        _plans[sql] = plan
+        if len(_plans) > _PLAN_CACHE_SIZE:
+            _plans.popitem(last=False)
     return plan
 
 
 def _select(sql: str, session: PlainSession, store: PlainStore,
             params: Sequence[str | None]) -> PlainOutcome:
-    plan = _plan(sql)
+    from .catalog import is_catalog_query, run_catalog
+
+    if is_catalog_query(sql):
+        return run_catalog(sql, session, params)
+    plan = _plan(sql, _max_bytes(store))
     need = len(plan.param_oids)
     if need and not params:
         raise UndefinedParameter("there is no parameter $1")
@@ -277,6 +293,7 @@ def run_plain(sql: str, session: PlainSession, store: PlainStore,
         return fast(session)
     word = first_word(sql)
     if word in _REFUSED_WORDS:
+        bound_statement(sql, _max_bytes(store))
         _refuse_preaggregation(sql)
     if word == "select":
         return _select(sql, session, store, params)
@@ -308,9 +325,14 @@ def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainD
         return PlainDescription(0, None, None)
     word = first_word(sql)
     if word == "select":
-        plan = _plan(sql)
+        from .catalog import describe_catalog, is_catalog_query
+
+        if is_catalog_query(sql):
+            return describe_catalog(sql, session)
+        plan = _plan(sql, _max_bytes(store))
         return PlainDescription(len(plan.param_oids), plan.columns, plan.type_oids, plan.param_oids)
     if word in _REFUSED_WORDS:
+        bound_statement(sql, _max_bytes(store))
         _refuse_preaggregation(sql)
     if word == "show":
         r = TokenReader(tokenize(sql), sql)

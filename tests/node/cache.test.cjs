@@ -77,15 +77,15 @@ describe('Cube cache drivers on cubequeue (cacheAndQueueDriver: cubestore)', () 
     // what Cube sends when Cube Store is also its pre-aggregation store
     await assert.rejects(
       driver.getTablesQuery('dev_pre_aggregations'),
-      (e) => e.constructor.name === 'QueryError' && /queue and cache only/.test(e.message)
+      (e) => e.constructor.name === 'QueryError' && /not pre-aggregations/.test(e.message)
     );
     await assert.rejects(
       driver.createSchemaIfNotExists('dev_pre_aggregations'),
-      /queue and cache only/
+      /not pre-aggregations/
     );
     await assert.rejects(
       driver.query('CREATE TABLE dev_pre_aggregations.orders_main (id int, amount decimal)', []),
-      /queue and cache only/
+      /not pre-aggregations/
     );
     await cacheDriver.testConnection();
   }));

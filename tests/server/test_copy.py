@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import inspect
 import io
 import os
 import shutil
@@ -13,10 +12,6 @@ import uuid
 import psycopg
 import pytest
 
-from cubequeue.server.pgwire import session
-
-pytestmark = pytest.mark.xfail("run_copy" not in inspect.getsource(session), strict=True,
-                               reason="until the PostgreSQL session sends COPY's messages")
 needs_psql = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 
 

@@ -52,7 +52,8 @@ class FakeExecutor:
         return ResultSet(_VALUE, list(self.rows))
 
     def statement(self, sql: str, session: PlainSession, process_id: str | None,
-                  binder: Any = None, refuse: Any = None) -> tuple[Command, Step] | PlainOutcome:  # fmt: skip
+                  binder: Any = None, params: Sequence[str | None] = (), *,
+                  origin: Any = None) -> tuple[Command, Step] | PlainOutcome:
         if sql.upper().startswith("QUEUE"):
             if session.tx_status == "E":
                 raise InFailedTransaction("aborted")
@@ -61,20 +62,24 @@ class FakeExecutor:
         self.ran.append(sql)
         return self.plain_outcome
 
-    def describe(self, sql: str, session: PlainSession) -> Prepared | PlainDescription:
+    def describe(self, sql: str, session: PlainSession, *,
+                 origin: Any = None) -> Prepared | PlainDescription:
         if sql.upper().startswith("QUEUE"):
             cmd = parse(sql)
             return Prepared(sql, cmd, tuple(param_slots(cmd)), _VALUE)
         return PlainDescription(0, None, None)
 
-    def run(self, cmd: Command, process_id: str | None = None) -> Step:
+    def run(self, cmd: Command, process_id: str | None = None, *, text: str = "",
+            origin: Any = None) -> Step:
         return self._step(cmd, process_id)
 
-    def plain(self, sql: str, session: PlainSession, params: Sequence[str | None] = ()) -> PlainOutcome:
+    def plain(self, sql: str, session: PlainSession, params: Sequence[str | None] = (), *,
+              origin: Any = None) -> PlainOutcome:
         self.ran.append(sql)
         return self.plain_outcome
 
-    def check_open(self, session: PlainSession, statement_ends_block: bool) -> None:
+    def check_open(self, session: PlainSession, statement_ends_block: bool, *,
+                   text: str = "", origin: Any = None) -> None:
         if session.tx_status == "E" and not statement_ends_block:
             raise InFailedTransaction("aborted")
 
@@ -154,7 +159,7 @@ def test_an_illegal_message_is_one_fatal_error_naming_state_and_message() -> Non
 
 
 def _decode(data: bytes) -> list[m.BackendMessage]:
-    from cubequeue.server.pgwire.peer import BackendDecoder
+    from cubequeue.server.pgwire.client import BackendDecoder
 
     return BackendDecoder().feed(data)
 

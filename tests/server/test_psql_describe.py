@@ -7,7 +7,6 @@ databases, extensions). Completion runs psql under a pty and presses Tab.
 
 from __future__ import annotations
 
-import inspect
 import os
 import pty
 import select
@@ -18,16 +17,7 @@ import time
 
 import pytest
 
-from cubequeue.server.sql import statements
-
-HOOKED = "run_catalog" in inspect.getsource(statements)
-_REASON = "until the plain-SQL routing calls server/sql/catalog.py"
-pytestmark = [
-    pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed"),
-    pytest.mark.xfail(not HOOKED, strict=True, reason=_REASON),
-]
-#: without the catalog, psql completes nothing and each wait would run to its timeout
-completion = pytest.mark.xfail(not HOOKED, run=False, reason=_REASON)
+pytestmark = pytest.mark.skipif(shutil.which("psql") is None, reason="psql is not installed")
 
 QUEUE = (
     '                          Table "system.queue"\n'
@@ -167,7 +157,6 @@ def _complete(server, typed: str) -> str:
         os.close(fd)
 
 
-@completion
 def test_tab_completion_lists_the_system_tables(server):
     shown = _complete(server, "SELECT * FROM system.")
     for table in ("system.cache", "system.queue", "system.queue_log", "system.queue_prefixes",
@@ -175,14 +164,12 @@ def test_tab_completion_lists_the_system_tables(server):
         assert table in shown
 
 
-@completion
 def test_tab_completion_lists_columns(server):
     shown = _complete(server, "SELECT * FROM system.queue WHERE ")
     for column in ("queue_id", "priority", "heartbeat", "external_id"):
         assert column in shown
 
 
-@completion
 def test_tab_completion_of_backslash_d(server):
     shown = _complete(server, r"\d system.queue_")
     assert "system.queue_log" in shown and "system.queue_results" in shown

@@ -177,3 +177,18 @@ def test_the_limits_over_psycopg_keep_the_session(cubequeue_server: CubequeueSer
                          + ",".join(map(str, range(2000))) + ")")
         assert conn.execute("SELECT count(*) FROM system.queue WHERE queue_id IN (1, 2)"
                             ).fetchone() == (0,)
+
+
+@pytest.mark.cubequeue_args("--max-sql-statement-bytes", "2000")
+def test_max_sql_statement_bytes_takes_effect_on_the_wire(
+        cubequeue_server: CubequeueServer) -> None:
+    """The option reaches plain SQL through the executor: SELECT and the refused DDL alike
+    are measured before sqlglot reads them, and the session stays usable."""
+    long_select = "SELECT count(*) FROM system.queue WHERE id = '" + "x" * 2500 + "'"
+    long_ddl = "CREATE TABLE s.t (" + ", ".join(f"c{i} int" for i in range(400)) + ")"
+    with psycopg.connect(cubequeue_server.dsn, autocommit=True) as conn:
+        for sql in (long_select, long_ddl):
+            with pytest.raises(psycopg.errors.ProgramLimitExceeded,
+                               match="--max-sql-statement-bytes"):
+                conn.execute(sql)
+        assert conn.execute("SELECT count(*) FROM system.queue WHERE id = 'x'").fetchone() == (0,)

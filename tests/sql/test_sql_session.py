@@ -443,7 +443,8 @@ def test_empty_statement_has_an_empty_tag() -> None:
 
 
 @pytest.mark.parametrize("sql", [
-    "COPY t FROM STDIN", "CREATE TABLE t (a int)", "INSERT INTO t VALUES (1)", "LISTEN ch",
+    # CREATE TABLE and INSERT are refused as pre-aggregation builds (test_sql_refusals.py)
+    "COPY t FROM STDIN", "LISTEN ch",
     "NOTIFY ch", "VACUUM", "SAVEPOINT a", "ROLLBACK TO SAVEPOINT a", "PREPARE p AS SELECT 1",
     "EXPLAIN SELECT 1", "WITH x AS (SELECT 1) SELECT * FROM x", "DECLARE c CURSOR FOR SELECT 1",
     "GRANT ALL ON t TO u", "SET ROLE admin", "SET SESSION AUTHORIZATION bob",
