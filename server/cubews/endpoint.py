@@ -11,8 +11,11 @@ module only moves frames and runs waits:
 * **Dedup confirmation.** An answer kept for resends (:mod:`.dedup`) is forgotten once
   the client has provably read it: after the answers go out, the socket sends a ping,
   and the pong (which the client sends only after reading every earlier frame) confirms
-  them. Answers that were never confirmed stay for ``--ws-dedup-ttl`` seconds. A wait
-  whose answer other sockets share outlives this socket.
+  them. Answers that were never confirmed stay for ``--ws-dedup-ttl`` seconds, within
+  ``--max-ws-resend-bytes`` per connection_id and ``--max-ws-resend-total-bytes`` in
+  all. A wait whose answer other sockets share outlives this socket.
+* **Deadlines**: a store step that waits is canceled after the session's
+  ``statement_timeout`` (``--statement-timeout``), answered with an HttpError.
 * **Sizes**: the transport refuses anything over twice ``--max-message-size`` with close
   code 1009 (see ``http.py``); the session answers a message over the limit itself.
 * ``x-process-id``: the header is capped at :data:`MAX_PROCESS_ID_LEN` characters, the
@@ -65,7 +68,12 @@ class WsEndpoint:
     def __init__(self, ctx: ServerContext) -> None:
         self.ctx = ctx
         self.max_message_size = ctx.config.max_message_size
-        self.dedup: DedupTable[_Socket] = DedupTable(float(ctx.config.ws_dedup_ttl))
+        config = ctx.config
+        self.dedup: DedupTable[_Socket] = DedupTable(
+            float(config.ws_dedup_ttl),
+            max_bytes_per_connection=config.max_ws_resend_bytes,
+            max_bytes_total=config.max_ws_resend_total_bytes,
+        )
         self._sweeper: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -131,6 +139,7 @@ class _Socket:
         self.ws = ws
         self.info = info
         ctx = endpoint.ctx
+        config = ctx.config
         self.session: WsSession[_Socket] = WsSession(
             ctx.executor,
             endpoint.dedup,
@@ -140,6 +149,10 @@ class _Socket:
             server_version=ctx.server_version,
             max_message_size=endpoint.max_message_size,
             conn_id=info.id,
+            peer=info.peer,
+            max_blocking_waits=config.max_ws_blocking_waits,
+            max_blocking_message_bytes=config.max_blocking_message_bytes,
+            statement_timeout_ms=config.statement_timeout,
         )
         #: tasks that die with the socket (no connection_id: nobody else wants the answer)
         self._private: set[asyncio.Task[None]] = set()
@@ -225,7 +238,8 @@ class _Socket:
             self._private.discard(task)
             self._shared.add(task)
         try:
-            result = await self.endpoint.ctx.executor.complete(event.wait)
+            timeout_ms = self.session.plain.statement_timeout_ms
+            result = await self.endpoint.ctx.executor.complete(event.wait, timeout_ms)
         except asyncio.CancelledError:
             self.session.abandon(event.ticket)
             raise

@@ -176,6 +176,11 @@ class PgProtocol(asyncio.Protocol):
 
     # --- SessionHooks -----------------------------------------------------------------
 
+    @property
+    def conn_id(self) -> int | None:
+        """The connection log's id, so statement log lines carry the same one."""
+        return self.info.id if self.info is not None else None
+
     def admit(self, user: str) -> tuple[int, int]:
         if self.ctx.shutting_down:
             raise AdminShutdown("the database system is shutting down")

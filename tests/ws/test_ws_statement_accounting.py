@@ -56,7 +56,7 @@ def test_a_refused_statement_over_the_websocket_is_counted_and_a_warning(
                if r["level"] == "warning"]
     assert (line["protocol"], line["command"], line["sqlstate"]) == ("ws", "CREATE", "0A000")
     assert "CREATE SCHEMA IF NOT EXISTS dev_pre_aggregations" in line["msg"]
-    assert "peer" not in line or line["peer"].startswith("127.0.0.1:")
+    assert line["peer"].startswith("127.0.0.1:")  # the WebSocket names its peer too
 
 
 @pytest.mark.cubequeue_args(*_JSON_DEBUG)
@@ -77,6 +77,11 @@ def test_a_refused_statement_over_psycopg_is_counted_and_a_warning(
     assert [(r["command"], r["sqlstate"], r["protocol"]) for r in warnings] == [
         ("SHOW", "0A000", "pg"), ("SELECT", "0A000", "pg")]
     assert warnings[0]["user"] == "cube" and warnings[0]["peer"].startswith("127.0.0.1:")
+    # the statement lines carry the connection log's id
+    opened = [r for r in _lines(cubequeue_server, "cubequeue.conn")
+              if "opened" in r["msg"] and r.get("protocol") == "pg"]
+    assert {w["conn_id"] for w in warnings} <= {r["conn_id"] for r in opened}
+    assert all(isinstance(w["conn_id"], int) for w in warnings)
     assert "SHOW SCHEMAS" in warnings[0]["msg"]
 
 
