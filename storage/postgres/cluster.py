@@ -129,7 +129,8 @@ class Cluster:
         base = subprocess.run(
             _as_postgres([str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p",
                           str(self.port), "-U", USER, "-D", str(data), "-R", "-X", "stream",
-                          "--no-sync", "-d", f"application_name={name}"]),
+                          "--no-sync", "--checkpoint=fast", "-d",
+                          f"application_name={name}"]),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if base.returncode != 0:

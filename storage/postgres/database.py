@@ -12,6 +12,7 @@ restart or a failover without being restarted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -128,7 +129,10 @@ async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
     try:
         await pool.release(conn)
     except (*_CONNECTION_ERRORS, asyncpg.PostgresError, QueueError):
-        conn.terminate()
+        # a broken connection: the pool may already have taken it back (its proxy then
+        # refuses every call), and it replaces it on the next acquire either way
+        with contextlib.suppress(asyncpg.InterfaceError):
+            conn.terminate()
 
 
 def _describe(exc: BaseException) -> str:
