@@ -12,6 +12,7 @@ unknown, which is what the front end said (57P03 naming it).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from dataclasses import dataclass, field
 
@@ -124,7 +125,7 @@ def test_failover_to_a_synchronous_standby_keeps_every_acknowledged_write() -> N
                 assert not ledger.errors, ledger.errors[:5]
                 assert before > 0 and len(ledger.acked) > before, "load before and after"
                 gap = max(
-                    max((b - a for a, b in zip(t, t[1:], strict=False) if b > killed - 1),
+                    max((b - a for a, b in itertools.pairwise(t) if b > killed - 1),
                         default=0.0)
                     for t in ledger.ok_at)
                 await verify(servers[0].dsn, ledger)
