@@ -89,6 +89,8 @@ class StoreSlot:
         self._stats = StoreStats()
         self._stats_at = float("-inf")
         self._stats_task: asyncio.Task[None] | None = None
+        #: a durable store's recovery progress (a ProgressWatch), which the console reads
+        self.recovery_progress: Any = None
 
     # -- before start-up: 57P03 -----------------------------------------------------------
 
@@ -198,6 +200,10 @@ def build_store(
         slot.attach(memory)
         return slot
 
+    from cubequeue.storage.durable.progress import ProgressWatch
+
+    watch = ProgressWatch()  # the console reads the recovery's progress here
+
     async def durable() -> StoreBackend:
         from cubequeue.storage.durable.errors import DataDirLocked
         from cubequeue.storage.durable.opening import open_store as open_durable
@@ -210,7 +216,7 @@ def build_store(
                 max_disk_bytes=config.max_disk_bytes, segment_bytes=config.segment_bytes,
                 snapshot_min_log_bytes=config.snapshot_min_log_bytes,
                 snapshot_interval_s=float(config.snapshot_interval),
-                wall_ms=wall_ms or _wall_ms, on_fatal=_fatal,
+                wall_ms=wall_ms or _wall_ms, on_fatal=_fatal, progress=watch,
             )
         except (DataDirLocked, RecoveryRefused) as err:
             raise StartupRefused(str(err)) from err  # its line names the directory
@@ -218,7 +224,9 @@ def build_store(
             raise StartupRefused(f"--data-dir {data_dir}: {err.strerror or err}") from err
         return store
 
-    return StoreSlot("durable", clock, durable)
+    slot = StoreSlot("durable", clock, durable)
+    slot.recovery_progress = watch
+    return slot
 
 
 def _wall_ms() -> int:

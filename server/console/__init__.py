@@ -46,4 +46,6 @@ def build_console(ctx: ServerContext, authorize: Callable[[str | None], bool]) -
         authorize=authorize,
         started_at=ctx.started_at,
         version=ctx.version,
+        # a durable store's recovery progress (server/stores.py), None for the others
+        recovery=getattr(ctx.store, "recovery_progress", None),
     )

@@ -16,6 +16,11 @@ The API (documented in the README):
 * ``/api/v1/departures?prefix=&limit=``: recent rows of ``system.queue_log``.
 * ``/api/v1/depth?top=&since=``: pending and active of the busiest prefixes, per second.
 * ``/api/v1/live``: what the page polls once a second, the above in one answer.
+
+While a durable store recovers, the overview's ``recovery`` says how far (phase, records
+replayed, bytes, percent, seconds left), ``/api/v1/live`` carries only the overview, and
+the routes that read the store answer 503 with SQLSTATE 57P03, as the wires do. Once
+recovered, ``recovery`` keeps the last run's figures (``null`` without a data directory).
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ from cubequeue.server.console.views import (
     items_view,
     prefixes_view,
 )
+from cubequeue.storage.durable.errors import StartingUp
+from cubequeue.storage.durable.progress import ProgressWatch
 
 __all__ = ["API_PREFIX", "Console", "Limits"]
 
@@ -154,6 +161,7 @@ class Console:
         authorize: Callable[[str | None], bool],
         started_at: float,
         version: str,
+        recovery: ProgressWatch | None = None,
     ) -> None:
         self.reader = reader
         self.sampler = sampler
@@ -163,6 +171,7 @@ class Console:
         self._authorize = authorize
         self._started_at = started_at
         self._version = version
+        self._recovery = recovery
         self._assets: dict[str, Asset] = load_assets() if mode != "off" else {}
         self._api: dict[str, _Handler] = {
             "overview": self._overview,
@@ -203,7 +212,18 @@ class Console:
             return _error(HTTPStatus.BAD_REQUEST, str(err), "22023")
         except NotFound as err:
             return _error(HTTPStatus.NOT_FOUND, str(err))
+        except StartingUp as err:  # the store is recovering: as the wires say, 57P03
+            return _error(HTTPStatus.SERVICE_UNAVAILABLE, str(err), "57P03")
         return _json(HTTPStatus.OK, body)
+
+    def _recovering(self) -> bool:
+        return self._recovery is not None and self._recovery.recovering
+
+    def _recovery_json(self) -> Json | None:
+        latest = self._recovery.latest if self._recovery is not None else None
+        if latest is None:
+            return None
+        return {"recovering": latest.phase != "done", **latest.as_json()}
 
     # -- the API ------------------------------------------------------------------------
 
@@ -225,6 +245,7 @@ class Console:
             "commands_per_second": self.sampler.rate.per_second,
             "resident_bytes": resident_bytes(),
             "sampler": {"interval_ms": int(SAMPLE_INTERVAL_S * 1000), "samples": len(self.ring)},
+            "recovery": self._recovery_json(),
         }
 
     async def _prefixes(self, params: _Params) -> Json:
@@ -263,6 +284,8 @@ class Console:
         return _series_json(self.ring.series(top, since))
 
     async def _live(self, params: _Params) -> Json:
+        if self._recovering():  # nothing else can be read yet
+            return {"overview": await self._overview(params)}
         body: Json = {
             "overview": await self._overview(params),
             "prefixes": await self._prefixes(params),

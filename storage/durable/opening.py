@@ -2,26 +2,42 @@
 
 Recovery reads files, so it runs in a worker thread (:func:`asyncio.to_thread`) while the
 server answers PostgreSQL clients with 57P03 and ``/readyz`` with 503; the listeners start
-accepting commands only once this returns.
+accepting commands only once this returns. Meanwhile its progress (:mod:`.progress`)
+goes to the given :class:`ProgressWatch` (the console reads it) and to the log once a
+second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
+import time
 from collections.abc import Callable
 
 from cubequeue.storage.durable.files import Files, OsFiles
 from cubequeue.storage.durable.lock import DirectoryLock
 from cubequeue.storage.durable.log import DurableLog, FsyncPolicy
-from cubequeue.storage.durable.recovery import Policy, RecoveryReport, recover
+from cubequeue.storage.durable.progress import ProgressWatch, RecoveryProgress
+from cubequeue.storage.durable.recovery import OnRecord, Policy, RecoveryReport, recover
 from cubequeue.storage.durable.store import DurableSettings, DurableStore
 from cubequeue.storage.store import Store
 
 __all__ = ["open_store"]
 
 _log = logging.getLogger("cubequeue.durable")
+
+#: the progress line's period while recovering, in seconds
+PROGRESS_LOG_S = 1.0
+
+
+async def _log_progress(watch: ProgressWatch) -> None:
+    while True:
+        await asyncio.sleep(PROGRESS_LOG_S)
+        latest = watch.latest
+        if latest is not None and latest.phase != "done":
+            _log.info("durable: %s", latest.line())
 
 
 async def open_store(
@@ -37,9 +53,31 @@ async def open_store(
     wall_ms: Callable[[], int],
     on_fatal: Callable[[str], None],
     files: Files | None = None,
+    progress: ProgressWatch | None = None,
+    on_record: OnRecord | None = None,
 ) -> tuple[DurableStore, RecoveryReport]:
     """``store`` (empty, fresh) filled from ``data_dir`` and wrapped; raises
-    :class:`~.errors.DataDirLocked` or :class:`~.recovery.RecoveryRefused` with one line."""
+    :class:`~.errors.DataDirLocked` or :class:`~.recovery.RecoveryRefused` with one line.
+    ``progress`` receives the recovery's reports; ``on_record`` is :func:`recover`'s."""
+    watch = progress if progress is not None else ProgressWatch()
+    started = time.perf_counter()
+    ticker = asyncio.get_running_loop().create_task(_log_progress(watch))
+    try:
+        return await _open(store, data_dir, fsync, recovery, max_disk_bytes, segment_bytes,
+                           snapshot_min_log_bytes, snapshot_interval_s, wall_ms, on_fatal,
+                           files, watch, on_record, started)
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
+
+
+async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Policy,
+                max_disk_bytes: int | None, segment_bytes: int, snapshot_min_log_bytes: int,
+                snapshot_interval_s: float, wall_ms: Callable[[], int],
+                on_fatal: Callable[[str], None], files: Files | None, watch: ProgressWatch,
+                on_record: OnRecord | None, started: float,
+                ) -> tuple[DurableStore, RecoveryReport]:
     lock = DirectoryLock(data_dir) if files is None else None
     disk: Files = OsFiles() if files is None else files
     # Recovery allocates an object graph the size of the state and frees nothing, so the
@@ -49,13 +87,19 @@ async def open_store(
     gc.disable()
     try:
         try:
-            recovered = await asyncio.to_thread(recover, disk, data_dir, recovery,
-                                                 store.limits, wall_ms)
+            recovered = await asyncio.to_thread(
+                lambda: recover(disk, data_dir, recovery, store.limits, wall_ms,
+                                on_progress=watch.update, on_record=on_record))
         except BaseException:
             if lock is not None:
                 lock.release()
             raise
         image = recovered.image
+        last = watch.latest
+        if last is not None:  # the indexes are built on the loop: say so meanwhile
+            watch.update(RecoveryProgress("restore", last.records, last.bytes_total,
+                                          last.bytes_total, time.perf_counter() - started))
+        await asyncio.sleep(0)  # let a console poll see that before the loop is busy
         store.restore(image.items.values(), image.results.values(), image.cache.values(),
                       image.next_id)
     finally:
@@ -76,6 +120,9 @@ async def open_store(
     durable.lock = lock
     report = recovered.report
     durable.recovery = report
+    records = watch.latest.records if watch.latest is not None else report.records
+    total = watch.latest.bytes_total if watch.latest is not None else 0
+    watch.update(RecoveryProgress("done", records, total, total, time.perf_counter() - started))
     _log.info("durable: recovered %s in %.3f s: snapshot lsn %d, %d segments, %d records, "
               "%d expired, %d torn tails, %d corrupt frames, %d quarantined records; "
               "items=%d results=%d cache=%d, next id %d", data_dir, report.seconds,

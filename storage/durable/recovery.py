@@ -17,6 +17,10 @@ Order (etcd's WAL repair and Redis's AOF loading rules, with per-frame checksums
    clock that went back cannot resurrect what had expired.
 
 Nothing here raises on bad data except :class:`RecoveryRefused` under ``strict``.
+
+Progress (:mod:`.progress`) goes to an optional callback, so the server can show how far
+it is while it answers 57P03; ``on_record`` is called with each record's lsn before it is
+applied (tests slow the replay down with it).
 """
 
 from __future__ import annotations
@@ -34,10 +38,19 @@ from cubequeue.storage.durable import layout
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.image import Image
+from cubequeue.storage.durable.progress import REPORT_BYTES, Phase, RecoveryProgress
 from cubequeue.storage.durable.records import InvalidRecord, Record
 from cubequeue.storage.limits import Limits
 
-__all__ = ["Policy", "Recovered", "RecoveryRefused", "RecoveryReport", "recover"]
+__all__ = [
+    "OnProgress",
+    "OnRecord",
+    "Policy",
+    "Recovered",
+    "RecoveryRefused",
+    "RecoveryReport",
+    "recover",
+]
 
 Policy = Literal["salvage", "strict", "point-in-time"]
 POLICIES: tuple[Policy, ...] = ("salvage", "strict", "point-in-time")
@@ -45,6 +58,9 @@ QUARANTINE = "quarantine"
 DIRECTORY_ID = "DIRECTORY_ID"
 
 _log = logging.getLogger("cubequeue.durable")
+
+OnProgress = Callable[[RecoveryProgress], None]
+OnRecord = Callable[[int], None]
 
 
 class RecoveryRefused(Exception):
@@ -139,7 +155,8 @@ class _Replay:
     """One recovery run's state (kept apart so each step reads as a method)."""
 
     def __init__(self, files: Files, data_dir: str, policy: Policy, limits: Limits,
-                 directory: uuid.UUID) -> None:
+                 directory: uuid.UUID, on_progress: OnProgress | None = None,
+                 on_record: OnRecord | None = None) -> None:
         self.files = files
         self.dir = data_dir
         self.policy = policy
@@ -148,6 +165,37 @@ class _Replay:
         self.report = RecoveryReport()
         self.quarantine = _Quarantine(files, data_dir, self.report)
         self.image = Image()
+        self.on_progress = on_progress
+        self.on_record = on_record
+        self.started = time.perf_counter()
+        #: progress by bytes: what was read before the current file, and the total
+        self.bytes_base = 0
+        self.bytes_total = 0
+        self.replayed = 0
+        self._reported_at = 0
+
+    def progress(self, phase: Phase, offset: int = 0) -> None:
+        """Report ``offset`` bytes into the current file (see :mod:`.progress`)."""
+        self._reported_at = self.bytes_base + offset
+        if self.on_progress is not None:
+            self.on_progress(RecoveryProgress(
+                phase, self.replayed, self.bytes_base + offset, self.bytes_total,
+                time.perf_counter() - self.started))
+
+    def _maybe_progress(self, phase: Phase, offset: int) -> None:
+        if self.bytes_base + offset - self._reported_at >= REPORT_BYTES:
+            self.progress(phase, offset)
+
+    def file_read(self, data: bytes, counted: int) -> int:
+        """``data`` was read; its zero-filled tail leaves the total. Its counted size."""
+        used = len(data)
+        if data[-1:] == b"\0":  # frames are 8-byte aligned: their padding is theirs
+            used = min(used, (len(data.rstrip(b"\0")) + 7) & ~7)
+        self.bytes_total -= counted - used
+        return used
+
+    def file_done(self, used: int) -> None:
+        self.bytes_base += used
 
     def corrupt(self, where: str, reason: str) -> None:
         self.report.corrupt_frames += 1
@@ -161,10 +209,14 @@ class _Replay:
         except ValueError as err:
             self.quarantine.record(source, frame.first_lsn, None, f"undecodable frame: {err}")
             return
+        hook = self.on_record
+        self.replayed += len(values)
         for i, raw in enumerate(values):
             lsn = frame.first_lsn + i
             if lsn <= after:
                 continue
+            if hook is not None:
+                hook(lsn)
             try:
                 rec = r.validate(raw, self.limits)
             except InvalidRecord as err:
@@ -179,10 +231,12 @@ class _Replay:
         """The snapshot's image, or None (the file moved to quarantine) if it is bad."""
         path = f"{self.dir}/{name}"
         data = self.files.read(path)
+        used = self.file_read(data, self.files.size(path))
         try:
             layout.decode_header(data, layout.SNAP_MAGIC, self.directory)
             image, objects = self._snapshot_frames(name, data, lsn)
         except ValueError as err:
+            self.file_done(used)
             _log.error("durable: snapshot %s is unusable (%s); moved to quarantine/", name, err)
             self.quarantine.note({"file": name, "reason": str(err), "moved": True})
             self.files.makedirs(f"{self.dir}/{QUARANTINE}")
@@ -196,12 +250,15 @@ class _Replay:
             return None
         self.report.snapshot_lsn = lsn
         self.report.snapshot_objects = objects
+        self.file_done(used)
+        self.progress("snapshot")
         return image
 
     def _snapshot_frames(self, name: str, data: bytes, lsn: int) -> tuple[Image, int]:
         image = Image()
         expected = 1
         trailer: Record | None = None
+        hook = self.on_record
         for frame in fr.frames(data, layout.HEADER_BYTES, len(data)):
             if isinstance(frame, fr.BadFrame):
                 raise ValueError(f"bad frame at offset {frame.offset}: {frame.reason}")
@@ -209,7 +266,10 @@ class _Replay:
                 raise ValueError(f"frame at offset {frame.offset} is out of sequence")
             expected = frame.last_lsn + 1
             values = fr.decode_payload(frame)
+            self.replayed += len(values)
             for i, raw in enumerate(values):
+                if hook is not None:
+                    hook(frame.first_lsn + i)
                 try:
                     rec = r.validate(raw, self.limits)
                 except InvalidRecord as err:
@@ -219,6 +279,7 @@ class _Replay:
                     trailer = rec
                 else:
                     image.apply(rec)
+            self._maybe_progress("snapshot", frame.end)
         if trailer is None:
             raise ValueError("no trailer: the snapshot was never finished")
         if trailer[1] != lsn:
@@ -234,6 +295,9 @@ class _Replay:
         # a segment whose successor starts at or before after + 1 holds nothing newer
         live = [s for i, s in enumerate(segments)
                 if i + 1 >= len(segments) or segments[i + 1][1] > after + 1]
+        self.bytes_total = self.bytes_base + sum(
+            self.files.size(f"{self.dir}/{name}") for name, _ in live)
+        self.progress("log")
         expected = after + 1
         stop = False
         for index, (name, first) in enumerate(live):
@@ -249,6 +313,15 @@ class _Replay:
                         later: list[tuple[str, int]]) -> tuple[int, bool]:
         path = f"{self.dir}/{name}"
         data = self.files.read(path)
+        used = self.file_read(data, self.files.size(path))
+        try:
+            return self._replay_frames(name, data, first, after, expected, later)
+        finally:
+            self.file_done(used)
+            self.progress("log")
+
+    def _replay_frames(self, name: str, data: bytes, first: int, after: int, expected: int,
+                       later: list[tuple[str, int]]) -> tuple[int, bool]:
         try:
             layout.decode_header(data, layout.LOG_MAGIC, self.directory)
         except ValueError as err:
@@ -282,6 +355,7 @@ class _Replay:
                 self.apply_frame(name, found, after, self.image)
                 expected = max(expected, found.last_lsn + 1)
                 offset = found.end
+                self._maybe_progress("log", offset)
                 continue
             resume = fr.find_next_frame(data, offset, end, expected)
             if resume is None and not self._later_has_frames(later):
@@ -329,12 +403,13 @@ class _Replay:
 
 
 def recover(files: Files, data_dir: str, policy: Policy, limits: Limits,
-            wall_ms: Callable[[], int]) -> Recovered:
+            wall_ms: Callable[[], int], *, on_progress: OnProgress | None = None,
+            on_record: OnRecord | None = None) -> Recovered:
     """Read ``data_dir`` back (see the module docstring); the caller holds its lock."""
     started = time.perf_counter()
     files.makedirs(data_dir)
     directory = _directory_id(files, data_dir)
-    replay = _Replay(files, data_dir, policy, limits, directory)
+    replay = _Replay(files, data_dir, policy, limits, directory, on_progress, on_record)
     snaps: list[tuple[str, int]] = []
     segments: list[tuple[str, int]] = []
     for name in files.listdir(data_dir):
@@ -347,7 +422,10 @@ def recover(files: Files, data_dir: str, policy: Policy, limits: Limits,
     snaps.sort(key=lambda s: s[1], reverse=True)
     segments.sort(key=lambda s: s[1])
     after = 0
+    replay.bytes_total = sum(files.size(f"{data_dir}/{name}") for name, _ in segments)
     for name, lsn in snaps:
+        replay.bytes_total += files.size(f"{data_dir}/{name}")
+        replay.progress("snapshot")
         image = replay.load_snapshot(name, lsn)
         if image is not None:
             replay.image, after = image, lsn

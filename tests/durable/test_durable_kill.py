@@ -21,6 +21,7 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -41,6 +42,8 @@ WS_CLIENTS = 3
 KILL_AFTER = (60, 400)
 #: generous: a reply under --fsync always waits for an fsync on a shared, busy disk
 REPLY_TIMEOUT_S = 30.0
+#: generous: recovery on a shared machine
+READY_TIMEOUT_S = 120.0
 
 Run = Callable[[str], Awaitable[list[tuple[object, ...]]]]
 
@@ -203,8 +206,21 @@ def _observe(server: CubequeueServer) -> Observed:
 
 
 def _start(data_dir: Path, fsync: str) -> CubequeueServer:
-    return start_cubequeue("--data-dir", str(data_dir), "--fsync", fsync,
-                           "--results-expire", "300", test_clock=False)
+    """A server on ``data_dir``, once its recovery is done (the ports accept before that
+    when recovery takes over two seconds, answering 57P03 meanwhile)."""
+    server = start_cubequeue("--data-dir", str(data_dir), "--fsync", fsync,
+                             "--results-expire", "300", test_clock=False)
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while True:
+        try:
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                conn.execute(f"QUEUE GET '{PREFIX}:none'").fetchall()
+            return server
+        except psycopg.errors.CannotConnectNow:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise
+            time.sleep(0.05)
 
 
 @pytest.mark.parametrize("fsync", ["always", "everysec"])

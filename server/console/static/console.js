@@ -92,6 +92,20 @@
     );
   }
 
+  // -- recovery (a durable store replaying its log: nothing else can be read) --------------
+
+  function renderRecovery(r) {
+    const recovering = Boolean(r && r.recovering);
+    $("recovery").hidden = !recovering;
+    document.body.dataset.recovering = recovering ? "1" : "0";
+    if (!recovering) return;
+    $("recovery-bar").value = r.percent;
+    const left = r.eta_s === null || r.eta_s === undefined ? "unknown" : r.eta_s.toFixed(1) + " s";
+    $("recovery-text").textContent = r.phase + ": " + fmtInt(r.records) + " records replayed, " +
+      fmtBytes(r.bytes_done) + " of " + fmtBytes(r.bytes_total) + " (" + r.percent.toFixed(0) +
+      "%), " + left + " left";
+  }
+
   // -- prefixes --------------------------------------------------------------------------
 
   function openPrefix(prefix) {
@@ -272,8 +286,9 @@
       if (!reply.ok) throw new Error("HTTP " + reply.status);
       const body = await reply.json();
       renderOverview(body.overview);
-      renderPrefixes(body.prefixes);
-      renderDepth(body.depth);
+      renderRecovery(body.overview.recovery);
+      if (body.prefixes) renderPrefixes(body.prefixes);
+      if (body.depth) renderDepth(body.depth);
       if (body.items && state.prefix !== null) renderDrill(body.items, body.departures);
       const status = $("status");
       status.textContent = "live · updated " + new Date().toLocaleTimeString();
