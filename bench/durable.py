@@ -1,27 +1,41 @@
-"""Durable mode, in process: CPU per QueryQueue cycle with --fsync no|everysec|always
-beside the in-memory store, and recovery time at N queued items.
+"""Durable mode over the wire: the QueryQueue cycle (``bench/cycle.py``) against cubequeue
+in memory and with ``--data-dir`` under ``--fsync no|everysec|always``, beside Redis with
+``appendfsync everysec`` and ``always`` and PostgreSQL with ``synchronous_commit on``, in
+one run; then the recovery time at 10^6 queued items.
 
-Usage: python -m bench.durable [--cycles 3000] [--clients 64] [--items 1000000]
-CPU is process time (the loop and the writer thread together), so it is what the server
-would spend; figures on a shared machine are noisy: compare the ratios of one run.
+Usage: ``python -m bench.durable [--quick] [--reps N] [--items N]``
+
+Per system: server CPU per cycle (the server's whole process tree, so cubequeue's writer
+thread and Redis' fsync thread count) and the p99 of a query's latency (submit to result).
+Runs are interleaved across systems (drift on the shared machine hits all alike) and the
+median over ``--reps`` is printed; compare ratios within one run, not absolute figures.
+
+Each peer starts as ``bench/peers.py`` starts it; the persistence settings are then
+switched on at runtime: Redis ``CONFIG SET appendonly yes`` + ``appendfsync`` (waiting out
+the initial AOF rewrite), PostgreSQL ``ALTER ROLE … SET synchronous_commit = on`` (a role
+setting beats the server's ``-c synchronous_commit=off`` for new sessions).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import os
 import shutil
+import statistics
 import tempfile
 import time
 
-from cubequeue.grammar import parse
+from bench import peers
+from bench.adapters import Target, setup
+from bench.cycle import CycleConfig, CycleRun, run_cycle
+from bench.stats import pct
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import layout
 from cubequeue.storage.durable.files import OsFiles
 from cubequeue.storage.durable.frames import encode_frame
 from cubequeue.storage.durable.opening import open_store
+from cubequeue.storage.durable.progress import ProgressWatch
 from cubequeue.storage.durable.segments import SegmentWriter
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.record_kinds import ITEM_PUT
@@ -29,50 +43,115 @@ from cubequeue.storage.store import Store
 
 T0 = 1_700_000_000_000
 PAYLOAD = "x" * 300
+#: (clients, concurrency, queries) of the cycle: Cube's default concurrency, 8 clients
+CYCLE = (8, 2, 600)
+QUICK_CYCLE = (8, 2, 400)
+CUBEQUEUE_FSYNC = ("no", "everysec", "always")
+REDIS_FSYNC = ("everysec", "always")
 
 
-async def _run(store, sql):
-    out = store.execute(parse(sql))
-    if inspect.isawaitable(out):
-        out = await out
-    return out.rows
+def _log(msg: str) -> None:
+    print(msg, flush=True)
 
 
-async def _cycles(store, clients: int, cycles: int) -> float:
-    counter = iter(range(10**9))
+def _redis_persist(peer: peers.Peer, fsync: str) -> None:
+    import redis
 
-    async def client() -> None:
-        for _ in range(cycles // clients):
-            n = next(counter)
-            path = f"q:{n}"
-            id_ = (await _run(store, f"QUEUE ADD PRIORITY 1 '{path}' '{PAYLOAD}'"))[0][0]
-            await _run(store, f"QUEUE RETRIEVE CONCURRENCY 1000 '{path}'")
-            await _run(store, f"QUEUE MERGE_EXTRA {id_} '{{\"startQueryTime\":{n}}}'")
-            await _run(store, f"QUEUE HEARTBEAT {id_}")
-            await _run(store, f"QUEUE ACK {id_} '{{\"result\":{n}}}'")
-            await _run(store, f"QUEUE RESULT '{path}'")
-
-    started = time.process_time()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    return (time.process_time() - started) / (cycles // clients * clients)
+    client = redis.Redis(host="127.0.0.1", port=peer.port)
+    client.config_set("appendfsync", fsync)
+    client.config_set("appendonly", "yes")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = client.info("persistence")
+        if not info.get("aof_rewrite_in_progress") and not info.get("aof_rewrite_scheduled"):
+            break
+        time.sleep(0.05)
+    assert client.config_get("appendonly")["appendonly"] == "yes"
+    client.close()
 
 
-async def cycle_costs(clients: int, cycles: int) -> dict[str, float]:
-    out = {"memory": await _cycles(Store(FakeClock(T0), Limits(max_items=10**7)), clients, cycles)}
-    for fsync in ("no", "everysec", "always"):
-        tmp = tempfile.mkdtemp(prefix="cq-bench-")
-        try:
-            durable, _ = await open_store(
-                Store(FakeClock(T0), Limits(max_items=10**7)), data_dir=tmp, fsync=fsync,
-                wall_ms=lambda: T0, on_fatal=print)
-            out[fsync] = await _cycles(durable, clients, cycles)
-            await durable.close()
-        finally:
-            shutil.rmtree(tmp)
-    return out
+def _postgres_sync_on(peer: peers.Peer) -> None:
+    import psycopg
+
+    with psycopg.connect(peer.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER ROLE {peers.PG_USER} SET synchronous_commit = on")
+    with psycopg.connect(peer.dsn, autocommit=True) as conn:
+        row = conn.execute("SHOW synchronous_commit").fetchone()
+        assert row is not None and row[0] == "on", row
 
 
-async def recovery_time(items: int) -> tuple[float, float]:
+def start_systems(data_root: str) -> dict[str, peers.Peer]:
+    """Every system of the comparison, started and configured; labels → peers."""
+    started: dict[str, peers.Peer] = {}
+    try:
+        started["cubequeue memory"] = peers.start_cubequeue()
+        for fsync in CUBEQUEUE_FSYNC:
+            data_dir = os.path.join(data_root, f"cq-{fsync}")
+            started[f"cubequeue --fsync {fsync}"] = peers.start_cubequeue(
+                "--data-dir", data_dir, "--fsync", fsync)
+        if peers.have_redis():
+            for fsync in REDIS_FSYNC:
+                peer = peers.start_redis()
+                started[f"redis appendfsync {fsync}"] = peer
+                _redis_persist(peer, fsync)
+        if peers.have_postgres():
+            peer = peers.start_postgres()
+            started["postgres synchronous_commit on"] = peer
+            asyncio.run(setup(_target(peer)))
+            _postgres_sync_on(peer)
+        for peer in started.values():
+            if peer.name == "redis":
+                asyncio.run(setup(_target(peer)))
+    except Exception:
+        for peer in started.values():
+            peer.stop()
+        raise
+    return started
+
+
+def _target(peer: peers.Peer) -> Target:
+    return Target(peer.name, "127.0.0.1", peer.port, peer.dsn)
+
+
+def cycle_costs(systems: dict[str, peers.Peer], cycle: tuple[int, int, int],
+                reps: int) -> dict[str, list[CycleRun]]:
+    clients, concurrency, queries = cycle
+    cfg = CycleConfig(clients, concurrency, False, queries)
+    runs: dict[str, list[CycleRun]] = {label: [] for label in systems}
+    for rep in range(reps):
+        for n, (label, peer) in enumerate(systems.items()):  # interleaved
+            run = run_cycle(_target(peer), peer.pid, cfg, f"d{rep}s{n}")
+            if not run.ok:
+                _log(f"  {label} #{rep + 1}: rejected: {run.errors[:2]} {run.check}")
+                continue
+            runs[label].append(run)
+            _log(f"  {label:32s} #{rep + 1}: {run.server_cpu_us:7.0f} us/cycle server CPU, "
+                 f"p99 {pct(run.latencies_ms, 99):6.1f} ms")
+    return runs
+
+
+def report_cycles(runs: dict[str, list[CycleRun]]) -> None:
+    def median_cpu(label: str) -> float:
+        got = runs.get(label) or []
+        return statistics.median(r.server_cpu_us for r in got) if got else float("nan")
+
+    base = median_cpu("cubequeue memory")
+    _log("\nsystem                           server CPU/cycle  vs memory   p99 latency")
+    for label, got in runs.items():
+        if not got:
+            _log(f"{label:32s} (no valid run)")
+            continue
+        cpu = median_cpu(label)
+        p99 = statistics.median(pct(r.latencies_ms, 99) for r in got)
+        _log(f"{label:32s} {cpu:10.0f} us    x{cpu / base:5.2f}   {p99:8.1f} ms")
+    everysec = median_cpu("cubequeue --fsync everysec")
+    _log(f"\neverysec over memory: +{everysec - base:.0f} us/cycle "
+         f"({(everysec / base - 1) * 100:+.1f}%; target at most +15%)")
+
+
+async def recovery_time(items: int) -> tuple[float, float, int]:
+    """Seconds to recover ``items`` queued items from the log alone (no snapshot: the
+    worst case), the log's MB, and the records the progress reports counted."""
     tmp = tempfile.mkdtemp(prefix="cq-bench-")
     try:
         files = OsFiles()
@@ -92,29 +171,43 @@ async def recovery_time(items: int) -> tuple[float, float]:
         writer.sync()
         writer.close()
         size = sum(os.path.getsize(os.path.join(tmp, n)) for n in os.listdir(tmp))
+        watch = ProgressWatch()
         started = time.perf_counter()
         durable, _ = await open_store(Store(FakeClock(T0), Limits(max_items=10**7)),
-                                           data_dir=tmp, wall_ms=lambda: T0, on_fatal=print)
+                                      data_dir=tmp, wall_ms=lambda: T0, on_fatal=print,
+                                      progress=watch)
         took = time.perf_counter() - started
         assert durable.store.stats().items_total == items
+        assert watch.latest is not None and watch.latest.phase == "done"
         await durable.log.close()
-        return took, size / 1e6
+        return took, size / 1e6, watch.latest.records
     finally:
         shutil.rmtree(tmp)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cycles", type=int, default=3000)
-    parser.add_argument("--clients", type=int, default=64)
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--reps", type=int, default=0, help="runs per system (3; quick 2)")
     parser.add_argument("--items", type=int, default=1_000_000)
+    parser.add_argument("--no-cycle", action="store_true", help="recovery time only")
     args = parser.parse_args()
-    costs = asyncio.run(cycle_costs(args.clients, args.cycles))
-    base = costs["memory"]
-    for name, cost in costs.items():
-        print(f"cycle cpu {name:9s} {cost * 1e6:8.1f} us/cycle  x{cost / base:.2f} vs memory")
-    took, mb = asyncio.run(recovery_time(args.items))
-    print(f"recovery of {args.items} items ({mb:.0f} MB of log): {took:.2f} s (target < 5 s)")
+    reps = args.reps or (2 if args.quick else 3)
+    cycle = QUICK_CYCLE if args.quick else CYCLE
+    if not args.no_cycle:
+        data_root = tempfile.mkdtemp(prefix="cq-bench-durable-")
+        systems = start_systems(data_root)
+        try:
+            _log(f"QueryQueue cycle, C={cycle[0]} concurrency {cycle[1]}, {cycle[2]} queries "
+                 f"per run, {reps} runs each, interleaved")
+            report_cycles(cycle_costs(systems, cycle, reps))
+        finally:
+            for peer in systems.values():
+                peer.stop()
+            shutil.rmtree(data_root, ignore_errors=True)
+    took, mb, records = asyncio.run(recovery_time(args.items))
+    _log(f"\nrecovery of {args.items} queued items ({mb:.0f} MB of log, {records} records "
+         f"replayed): {took:.2f} s (target < 5 s)")
 
 
 if __name__ == "__main__":
