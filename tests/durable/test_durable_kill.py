@@ -17,6 +17,7 @@ kills it many more times. The totals are printed (``-s`` shows them).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import random
 import signal
@@ -158,6 +159,8 @@ async def _workload(round_: Round) -> None:
             loop.default_exception_handler(context)
 
     loop.set_exception_handler(quiet_after_kill)
+    # psycopg tries to cancel the query of a connection cut by the kill and warns each time
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     jobs = []
     for i in range(PG_CLIENTS + WS_CLIENTS):
         stops = [rng.randint(1, len(STEPS)) for _ in range(10_000)]
