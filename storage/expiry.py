@@ -57,8 +57,8 @@ class ExpiryHeap:
 
     def pop_due(self, now: int, limit: int | None = None) -> list[int]:
         """Remove entries due at or before ``now``, oldest first, until ``limit`` live
-        ones were found (all when None); their ids, each once (liveness is judged before
-        the caller removes any row). Dead entries popped on the way do not count."""
+        ones were found (all when None), or ``4 * limit`` entries were popped; their ids,
+        each once (liveness is judged before the caller removes any row)."""
         heap = self._heap
         # entries due at or before now are exactly those below the first key of now + 1
         bound = (now + 1 + _BIAS) << _ID_BITS
@@ -69,7 +69,11 @@ class ExpiryHeap:
         dead = 0
         previous = -1
         wanted = -1 if limit is None else limit
-        while heap and heap[0] < bound and len(out) != wanted:
+        # dead entries popped count too (a quarter unit each), so a run of them (a purge
+        # leaves its items' entries behind) cannot hold one call for long either
+        budget = -1 if limit is None else 4 * limit
+        while heap and heap[0] < bound and len(out) != wanted and budget != 0:
+            budget -= 1
             entry = heapq.heappop(heap)
             id_ = entry & _ID_MASK
             if entry != previous and live((entry >> _ID_BITS) - _BIAS, id_):

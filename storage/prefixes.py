@@ -152,6 +152,23 @@ class PrefixState:
         else:
             self._active_text = None
 
+    def detach_pending(self) -> tuple[SortedList, list[list[int]]]:
+        """Swap the pending indexes for empty ones (QUEUE PURGE, O(1)): the old pending
+        ranks, and the int lists of the old created/orphaned indexes to release."""
+        pending = self.pending
+        lists = [*self.by_created._lists, *self.by_orphaned._lists]  # detached: their own lists
+        self.pending, self.by_created, self.by_orphaned = SortedList(), SortedList(), SortedList()
+        return pending, lists
+
+    def detach_active(self) -> tuple[SortedDict, dict[int, str], list[list[int]]]:
+        """Swap the active indexes for empty ones (QUEUE PURGE, O(1)): the old active
+        items, their keys, and the int lists of the old heartbeat index to release."""
+        active, keys = self.active, self._keys
+        lists = list(self.heartbeats._lists)  # detached: sortedcontainers' own lists
+        self.active, self._keys, self._active_text = SortedDict(), {}, None
+        self.heartbeats = SortedList()
+        return active, keys, lists
+
     def index_lists(self) -> list[list[int]]:
         """The int lists inside this state's sorted indexes, for releasing a detached
         state in slices (:mod:`.deferred`): SortedList keeps its values in ``_lists``;

@@ -33,7 +33,8 @@ from cubequeue.storage.ack_results import Result, Results
 from cubequeue.storage.deferred import DeferredWork, release_list
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.prefixes import Prefixes, PrefixState
-from cubequeue.storage.queue_item import Item, path_prefix
+from cubequeue.storage.purge import DetachedPrefix
+from cubequeue.storage.queue_item import ID_MASK, Item, path_prefix
 from cubequeue.storage.queue_log import Departure, DepartureLog, Reason
 from cubequeue.storage.record_kinds import (
     ITEM_DEL,
@@ -68,11 +69,14 @@ class QueueState:
         "_backlog",
         "_by_id",
         "_by_path",
+        "_hidden",
+        "_hiding",
         "_item_expiry",
         "_next_id",
         "_next_sweep",
         "_now",
         "_on_departure",
+        "_purges",
         "_result_expiry",
         "deferred",
         "journal",
@@ -107,7 +111,12 @@ class QueueState:
         #: the instant of the latest sweep, and whether due items were left for later
         self._now = 0
         self._backlog = False
-        #: bulk work left by TRUNCATE (run in slices by the store)
+        #: prefixes purged but not released yet, and how many items they still hold
+        self._purges: list[DetachedPrefix] = []
+        self._hidden = 0
+        #: key lookups must check each item (a sweep backlog or a purge being released)
+        self._hiding = False
+        #: bulk work left by TRUNCATE and PURGE (run in slices by the store)
         self.deferred = DeferredWork()
         self.work_budget = max(1, work_budget)
         self._next_id = 1
@@ -121,17 +130,24 @@ class QueueState:
     # -- lookups ------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._by_id)
+        return len(self._by_id) - self._hidden
 
     def _due(self, item: Item | None) -> Item | None:
-        """``item``, or None when it is due but the bounded sweep has not reached it."""
-        if item is not None and item.expire <= self._now:
+        """``item``, or None when it is due but the bounded sweep has not reached it, or
+        purged but not released yet."""
+        if item is None or item.expire <= self._now:
             return None
+        for purge in self._purges:
+            if purge.holds(item):
+                return None
         return item
+
+    def _purged(self, item: Item) -> bool:
+        return any(purge.holds(item) for purge in self._purges)
 
     def by_id(self, id_: int) -> Item | None:
         item = self._by_id.get(id_)
-        return self._due(item) if self._backlog else item
+        return self._due(item) if self._hiding else item
 
     def live(self, id_: int) -> Item:
         """The item with id ``id_``, which an index says exists (a miss is our bug)."""
@@ -139,17 +155,21 @@ class QueueState:
 
     def by_path(self, path: str) -> Item | None:
         item = self._by_path.get(path)
-        return self._due(item) if self._backlog else item
+        return self._due(item) if self._hiding else item
 
     def find(self, key: int | str) -> Item | None:
         """A QKEY lookup: an int is an id, a str a path (§1.3). Expired items were swept
         already (or are due and hidden), so they are unreachable by id too (§8 rule 9)."""
         item = self._by_id.get(key) if isinstance(key, int) else self._by_path.get(key)
-        return self._due(item) if self._backlog else item
+        return self._due(item) if self._hiding else item
 
     def items(self) -> Iterator[Item]:
-        """Every item in ascending id order (dict order is insertion order = id order)."""
-        return iter(self._by_id.values())
+        """Every item in ascending id order (dict order is insertion order = id order),
+        without those a purge is still releasing."""
+        if not self._purges:
+            return iter(self._by_id.values())
+        purged = self._purged
+        return (item for item in self._by_id.values() if not purged(item))
 
     def item_ids(self) -> list[int]:
         """The ids of every item, ascending (a list of ints: cheap next to the items)."""
@@ -303,7 +323,12 @@ class QueueState:
             self._result_expiry.note_dead()
 
     def _item_live(self, due: int, id_: int) -> bool:
-        return id_ in self._by_id  # an item's expiry never changes: its id decides
+        # an item's expiry never changes: its id decides (a purged one is released by
+        # its purge, which leaves its entry to be dropped here, dead)
+        if not self._purges:
+            return id_ in self._by_id
+        item = self._by_id.get(id_)
+        return item is not None and not self._purged(item)
 
     def _result_live(self, due: int, id_: int) -> bool:
         return self.results.by_id(id_) is not None
@@ -323,6 +348,7 @@ class QueueState:
             _NEVER if result_due is None else result_due,
         )
         self._backlog = self._next_sweep <= now
+        self._hiding = self._backlog or bool(self._purges)
         if expired > 1 or (expired and self._backlog):
             _log.info("expiry sweep: %d items expired%s", expired,
                       ", more are due" if self._backlog else "",
@@ -363,7 +389,11 @@ class QueueState:
         count, results = len(by_id), len(self.results)
         keep = self.log.size
         if keep and by_id:
-            last = list(itertools.islice(reversed(by_id.values()), keep))
+            newest: Iterable[Item] = reversed(by_id.values())
+            if self._purges:
+                purged = self._purged
+                newest = (item for item in newest if not purged(item))
+            last = list(itertools.islice(newest, keep))
             last.reverse()
             self.log.record_bulk(last, "truncated", now)
         if self.journal is not None:
@@ -377,10 +407,102 @@ class QueueState:
         self._result_expiry = ExpiryHeap(self._result_live)
         self._next_sweep = _NEVER
         self._backlog = False
+        count -= self._hidden  # purged items not released yet left clients already
+        self._purges, self._hidden, self._hiding = [], 0, False
         if count or results:
             self.deferred.push(partial(self._release, old, now))
             _log.info("QUEUE TRUNCATE: %d items and %d results removed", count, results,
                       extra={"reason": "truncated", "count": count})
+
+    def purge(self, prefix: str, status: str | None, now: int) -> int:
+        """QUEUE PURGE (§3.14): the prefix's items (``status``: only pending or active
+        ones), no waiter woken, no result; the number removed.
+
+        The prefix's structures are swapped for empty ones at once (the statement is
+        atomic: counts, lists and claims see it), the log gets the rows it keeps, the
+        journal every removal, and the items are released from the id and path maps in
+        slices by :attr:`deferred` (hidden from key lookups until then, see
+        :mod:`.purge`), which also reports each departure to the hook."""
+        state = self.prefixes.get(prefix)
+        if state is None:
+            return 0
+        take_pending = status != "active" and bool(state.pending)
+        take_active = status != "pending" and bool(state.active)
+        if not (take_pending or take_active):
+            return 0
+        keep = self.log.size
+        if keep:
+            ids: list[int] = []
+            if take_pending:
+                ids.extend(k & ID_MASK for k in state.by_created[-keep:])
+            if take_active:
+                ids.extend(state.active.keys()[-keep:])
+            ids.sort()
+            self.log.record_bulk([self._by_id[i] for i in ids[-keep:]], "purged", now)
+        pending = active = None
+        keys: dict[int, str] = {}
+        lists: list[list[int]] = []
+        if take_pending:
+            pending, pending_lists = state.detach_pending()
+            lists.extend(pending_lists)
+        if take_active:
+            active, keys, active_lists = state.detach_active()
+            lists.extend(active_lists)
+        detached = DetachedPrefix(prefix, pending, active, keys, lists, self._by_id,
+                                  self._by_path)
+        if self.journal is not None:  # durable mode: the removal is in this step's frame
+            journal = self.journal
+            if pending is not None:
+                journal.extend([(ITEM_DEL, rank & ID_MASK) for rank in pending])
+            if active is not None:
+                journal.extend([(ITEM_DEL, id_) for id_ in active])
+        self.prefixes.release(state)
+        self._purges.append(detached)
+        self._hidden += detached.count
+        self._hiding = True
+        self.deferred.push(partial(self._release_purge, detached, now))
+        _log.info("QUEUE PURGE %s: %d items removed", prefix, detached.count,
+                  extra={"reason": "purged", "count": detached.count})
+        return detached.count
+
+    def _release_purge(self, old: DetachedPrefix, now: int, budget: int) -> tuple[int, bool]:
+        """One slice of releasing a purge: items leave the id and path maps (reported to
+        the hook), then the detached keys and index lists are dropped."""
+        used = 0
+        by_id, by_path, hook, effects = old.by_id, old.by_path, self._on_departure, self.post_commit
+        counted = by_id is self._by_id  # a TRUNCATE since has reset the hidden count
+        pending, active = old.pending, old.active
+        while used < budget and (pending or active):
+            if pending:
+                item = by_id.pop(pending.pop() & ID_MASK, None)
+            else:
+                assert active is not None
+                item = by_id.pop(active.popitem()[0], None)
+            used += 1
+            if item is None:  # a TRUNCATE's release took it first
+                continue
+            if by_path.get(item.path) is item:
+                del by_path[item.path]
+            if counted:
+                self._hidden -= 1
+            if hook is not None:
+                effects.append(partial(hook, Departure.of(item, "purged", now)))
+        keys = old.keys
+        while used < budget and keys:
+            for _ in range(min(len(keys), _ENTRIES_PER_UNIT)):
+                keys.popitem()
+            used += 1
+        lists = old.lists
+        while used < budget and lists:
+            used += release_list(lists[-1], budget - used, _ENTRIES_PER_UNIT)
+            if not lists[-1]:
+                lists.pop()
+        if not old.done:
+            return used, False
+        if old in self._purges:
+            self._purges.remove(old)
+            self._hiding = self._backlog or bool(self._purges)
+        return used, True
 
     def _release(self, old: _Detached, now: int, budget: int) -> tuple[int, bool]:
         """One slice of releasing a truncated queue: items (reported to the hook, newest

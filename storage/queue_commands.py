@@ -392,24 +392,13 @@ class QueueCommands:
         return EMPTY
 
     def queue_purge(self, cmd: QueuePurge, process_id: str | None, now: int) -> ResultSet:
-        """QUEUE PURGE (§3.14): the prefix's items (or only pending / active ones); no waiter, no result."""
-        prefix = bound_fields.text(cmd.prefix)
-        state = self._q.prefixes.get(prefix)
-        doomed: list[Item] = []
-        if state is not None:
-            if cmd.status != "active":
-                doomed.extend(self._q.live(id_) for id_ in state.pending_ids())
-            if cmd.status != "pending":
-                doomed.extend(state.active.values())
-        doomed.sort(key=_item_id)
-        for item in doomed:
-            self._q.depart(item, "purged", now)
-        return ResultSet(cmd.RESULT_COLUMNS, [(len(doomed),)])
+        """QUEUE PURGE (§3.14): the prefix's items (or only pending / active ones); no
+        waiter, no result; detached at once and released in slices (see
+        :meth:`~cubequeue.storage.queue.QueueState.purge`)."""
+        removed = self._q.purge(bound_fields.text(cmd.prefix), cmd.status, now)
+        return ResultSet(cmd.RESULT_COLUMNS, [(removed,)])
 
 
 def _rank(item: Item) -> int:
     return item.rank
 
-
-def _item_id(item: Item) -> int:
-    return item.id

@@ -11,9 +11,16 @@ import itertools
 import logging
 
 import pytest
-from storage_testkit import harness
+from storage_testkit import Harness, harness
 
-from cubequeue.grammar.commands import QueueGet, QueueToCancel, QueueTruncate
+from cubequeue.grammar.commands import (
+    QueueAdd,
+    QueueGet,
+    QueuePurge,
+    QueueRetrieve,
+    QueueToCancel,
+    QueueTruncate,
+)
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.limits import MAX_EXTRA_DEPTH, Limits
 
@@ -70,6 +77,126 @@ def test_truncate_logs_one_summary_line(caplog: pytest.LogCaptureFixture) -> Non
             pass
     lines = [r.getMessage() for r in caplog.records if r.name == "cubequeue.queue"]
     assert lines == ["QUEUE TRUNCATE: 50 items and 0 results removed"]
+
+
+# -- PURGE: O(1) detach, release in slices -----------------------------------------------
+
+
+def _purge_fixture(budget: int, n: int = 60) -> Harness:
+    h = harness(Limits(work_budget=budget, queue_log_size=4))
+    for i in range(n):
+        h.add(f"q:{i}")
+    h.add("other:x")
+    for i in range(0, n, 3):  # every third one claimed
+        h.retrieve(f"q:{i}", n)
+    h.departures.clear()
+    return h
+
+
+@pytest.mark.parametrize(("status", "removed"), [(None, 60), ("pending", 40), ("active", 20)])
+def test_purge_is_atomic_and_releases_in_budgeted_slices(status: str | None, removed: int) -> None:
+    h = _purge_fixture(budget=5)
+    assert h.run(QueuePurge(prefix="q", status=status)) == [(removed,)]  # type: ignore[arg-type]
+    left = [i for i in range(60) if (status == "pending" and i % 3 == 0)
+            or (status == "active" and i % 3 != 0)]
+    # clients see the purge at once: counts, lists, lookups by id and by path, the table
+    want = [f"{i}" for i in left]
+    assert sorted(r[0] for r in h.list("q")) == sorted(want)
+    rows = h.store.system_table("queue").rows
+    assert sorted(r[0] for r in rows if r[2] == "q") == sorted(want)
+    for i in range(60):
+        expect = [("p", None)] if i in left else []
+        assert h.get(f"q:{i}") == expect
+        assert h.run(QueueGet(key=i + 1)) == expect
+    prefixes = h.store.system_table("queue_prefixes").rows
+    assert [r[:3] for r in prefixes if r[0] == "q"] == (
+        [] if not left else [("q", 40 - 40 * (status == "pending"), 20 - 20 * (status == "active"))])
+    assert h.list("other") == [("x", "61", "pending", None)]
+    assert h.store.stats().items_total == len(left) + 1
+    # the log holds its last rows (the newest ids purged) at once
+    log = [(r[0], r[2]) for r in h.store.system_table("queue_log").rows]
+    purged_ids = [i + 1 for i in range(60) if i not in left]
+    assert log == [(i, "purged") for i in purged_ids[-4:]]
+    # the hook hears of each departure as it is released, one budget a slice at most
+    seen = [len(h.departures)]
+    while h.store.run_deferred():
+        seen.append(len(h.departures))
+    seen.append(len(h.departures))
+    assert all(b - a <= 5 for a, b in itertools.pairwise(seen))
+    assert sorted(d.id for d in h.departures) == purged_ids
+    assert {d.reason for d in h.departures} == {"purged"}
+    assert not h.store.has_deferred
+    assert sorted(r[0] for r in h.list("q")) == sorted(want)
+
+
+def test_a_purged_path_is_free_at_once_and_the_late_release_leaves_the_new_item() -> None:
+    h = _purge_fixture(budget=1, n=10)
+    h.run(QueuePurge(prefix="q"))
+    assert h.store.has_deferred
+    assert h.add("q:9")[1] is True  # a new item under a purged, unreleased path
+    assert h.run(QueueRetrieve(path="q:1", concurrency=5)) == []  # purged: not claimable
+    while h.store.run_deferred():
+        pass
+    assert h.get("q:9") == [("p", None)]
+    assert [r[0] for r in h.list("q")] == ["9"]
+    assert h.store.stats().items_total == 2
+
+
+def test_purge_frees_capacity_at_once() -> None:
+    h = harness(Limits(work_budget=1, max_items=5))
+    for i in range(5):
+        h.add(f"q:{i}")
+    with pytest.raises(LimitExceeded):
+        h.add("r:0")
+    h.run(QueuePurge(prefix="q"))
+    for i in range(5):
+        assert h.run(QueueAdd(path=f"r:{i}", payload="p"))[0][1] is True
+
+
+def test_purged_items_are_not_swept_twice_when_they_fall_due() -> None:
+    h = _purge_fixture(budget=2, n=20)
+    h.run(QueuePurge(prefix="q"))
+    h.advance(FOUR_HOURS)  # every item is due while most are still detached
+    assert h.get("other:x") == []
+    while h.store.run_deferred():
+        pass
+    reasons = {d.id: d.reason for d in h.departures}
+    assert len(h.departures) == 21 and reasons[21] == "expired"
+    assert {reasons[i] for i in range(1, 21)} == {"purged"}
+
+
+def test_truncate_while_a_purge_is_released() -> None:
+    h = _purge_fixture(budget=3, n=30)
+    h.run(QueuePurge(prefix="q", status="pending"))
+    h.run(QueueTruncate())
+    assert h.store.system_table("queue").rows == []
+    h.add("q:0")
+    while h.store.run_deferred():
+        pass
+    assert sorted(d.id for d in h.departures) == list(range(1, 32))
+    assert [r[0] for r in h.list("q")] == ["0"]
+    assert h.store.stats().items_total == 1
+
+
+def test_purge_logs_one_summary_line(caplog: pytest.LogCaptureFixture) -> None:
+    h = _purge_fixture(budget=7, n=50)
+    with caplog.at_level(logging.INFO, logger="cubequeue.queue"):
+        h.run(QueuePurge(prefix="q"))
+        while h.store.run_deferred():
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "cubequeue.queue"]
+    assert lines == ["QUEUE PURGE q: 50 items removed"]
+
+
+def test_purge_journals_each_removal_in_its_own_step() -> None:
+    h = _purge_fixture(budget=2, n=9)
+    journal: list[tuple[object, ...]] = []
+    h.store.attach_journal(journal)
+    h.run(QueuePurge(prefix="q", status="active"))
+    assert sorted(journal) == [(3, id_) for id_ in (1, 4, 7)]  # ITEM_DEL, before release
+    while h.store.run_deferred():
+        pass
+    assert len(journal) == 3
 
 
 # -- the expiry sweep: bounded per step ----------------------------------------------------
