@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
-from cubequeue.grammar.errors import InternalError, QueueError
-from cubequeue.grammar.results import ResultSet
+from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
@@ -123,15 +123,23 @@ class WaitFor:
 Step = ResultSet | WaitFor
 
 
+#: rows a plain SELECT may read from one system table (``--max-sql-rows``): plain SQL is
+#: evaluated in one go on the event loop (sorting, grouping), so a table larger than this
+#: is refused with 54000 before any row is built; Cube's driver never reads system tables
+MAX_SQL_ROWS = 100_000
+
+
 class _PlainTables:
     """The store as plain SQL reads it: a system table is a whole frame, the clock a call."""
 
-    __slots__ = ("_store", "clock", "max_sql_statement_bytes")
+    __slots__ = ("_store", "clock", "max_sql_rows", "max_sql_statement_bytes")
 
-    def __init__(self, store: StoreBackend, max_sql_statement_bytes: int) -> None:
+    def __init__(self, store: StoreBackend, max_sql_statement_bytes: int,
+                 max_sql_rows: int = MAX_SQL_ROWS) -> None:
         self._store = store
         #: ``--max-sql-statement-bytes``, read by plain SQL before sqlglot parses
         self.max_sql_statement_bytes = max_sql_statement_bytes
+        self.max_sql_rows = max_sql_rows
         # until every store has the seam's now_ms, the in-memory one's clock is the same
         clock = getattr(store, "now_ms", None) or getattr(store, "clock")  # noqa: B009
         self.clock: Callable[[], int] = clock
@@ -139,9 +147,16 @@ class _PlainTables:
     def system_table(self, name: str) -> ResultSet:
         table = self._store.system_table(name)
         if isinstance(table, ResultSet):
+            self._check_rows(name, len(table.rows))
             return table
         if isinstance(table, RowStream):
-            return table.collect()
+            if table.length is not None:  # refused before a row is built
+                self._check_rows(name, table.length)
+            rows: list[Row] = []
+            for part in table.slices:
+                rows.extend(part)
+                self._check_rows(name, len(rows))
+            return ResultSet(table.columns, rows)
         close = getattr(table, "close", None)
         if close is not None:  # a coroutine never awaited: say so quietly, not at GC
             close()
@@ -149,6 +164,15 @@ class _PlainTables:
             f"system.{name} of the {getattr(self._store, 'kind', '?')} store "
             "can only be read asynchronously"
         )
+
+    def _check_rows(self, name: str, rows: int) -> None:
+        limit = self.max_sql_rows
+        if rows > limit:
+            raise LimitExceeded(
+                f"system.{name} holds more than {limit} rows, the most plain SQL reads "
+                f"(--max-sql-rows={limit}); use QUEUE LIST / PENDING / ACTIVE, or "
+                "system.queue_prefixes for counts"
+            )
 
 
 class Executor:
@@ -161,13 +185,16 @@ class Executor:
         max_blocking_timeout_ms: int = 600_000,
         slow_command_ms: int = 1000,
         max_sql_statement_bytes: int = MAX_SQL_STATEMENT_BYTES,
+        max_sql_rows: int = MAX_SQL_ROWS,
         observe: Observe | None = None,
     ) -> None:
         self.store = store
         self.max_blocking_timeout_ms = max_blocking_timeout_ms
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
-        self._tables = _PlainTables(store, max_sql_statement_bytes)
+        self._tables = _PlainTables(store, max_sql_statement_bytes, max_sql_rows)
+        #: a slice of the store's deferred bulk work is scheduled on the loop
+        self._draining = False
 
     # --- statement text ----------------------------------------------------------------
 
@@ -287,10 +314,35 @@ class Executor:
             raise
         except Exception as exc:
             raise self._internal(cmd, started, exc, text, origin) from exc
+        if not self._draining and getattr(self.store, "has_deferred", False):
+            self._drain_soon()
         if isinstance(result, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
             return result
         return WaitFor(cmd, process_id, result, started, text, origin)
+
+    def _drain_soon(self) -> None:
+        """Run the bulk work a step left (a PURGE's or TRUNCATE's release, a sweep
+        backlog) one budget per event-loop turn, so it finishes while no statement comes
+        and other connections' I/O runs between slices."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # called outside the loop (tests): the next steps do it
+            return
+        self._draining = True
+        loop.call_soon(self._drain_step, loop)
+
+    def _drain_step(self, loop: asyncio.AbstractEventLoop) -> None:
+        run = getattr(self.store, "run_deferred", None)
+        try:
+            more = bool(run()) if run is not None else False
+        except Exception:
+            _internal_log.exception("deferred bulk work failed")
+            more = False
+        if more:
+            loop.call_soon(self._drain_step, loop)
+        else:
+            self._draining = False
 
     async def complete(self, wait: WaitFor, timeout_ms: int = 0) -> ResultSet:
         """The result of a :class:`WaitFor` (run by the wire's asyncio shell). A store

@@ -48,6 +48,9 @@ class RowStream:
 
     columns: tuple[Column, ...]
     slices: Iterator[list[Row]]
+    #: how many rows the slices hold, when the store knows it up front (a reader can
+    #: refuse a large result before a row is built)
+    length: int | None = None
 
     def collect(self) -> ResultSet:
         """Every row at once, for callers that need the whole frame (tests, small tables)."""

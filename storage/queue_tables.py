@@ -7,8 +7,12 @@ tables still show them until compaction (§5.2).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.storage.interface import RowStream
 from cubequeue.storage.queue import QueueState
+from cubequeue.storage.queue_item import Item
 from cubequeue.storage.system_schemas import (
     QUEUE_COLUMNS,
     QUEUE_PREFIXES_COLUMNS,
@@ -18,8 +22,46 @@ from cubequeue.storage.system_schemas import (
 __all__ = [
     "queue_prefixes_table",
     "queue_results_table",
+    "queue_stream",
     "queue_table",
 ]
+
+
+def queue_stream(state: QueueState, slice_rows: int) -> ResultSet | RowStream:
+    """``system.queue`` as a frame when it fits one slice, else as a stream that knows
+    its length up front (so plain SQL refuses a huge table before building a row, see
+    ``--max-sql-rows``) and builds ``slice_rows`` rows at a time from the ids held when
+    the first slice is read. Its reader reads it within one step (plain SQL does), so
+    the rows are those of that instant."""
+    count = len(state)
+    if count <= slice_rows:
+        return queue_table(state)
+    return RowStream(QUEUE_COLUMNS, _queue_slices(state, slice_rows), count)
+
+
+def _queue_slices(state: QueueState, slice_rows: int) -> Iterator[list[Row]]:
+    ids = state.item_ids()
+    for start in range(0, len(ids), slice_rows):
+        items = [state.by_id(id_) for id_ in ids[start:start + slice_rows]]
+        yield [_queue_row(item) for item in items if item is not None]
+
+
+def _queue_row(item: Item) -> Row:
+    return (
+        item.key,
+        item.id,
+        item.prefix,
+        item.created,
+        item.status,
+        item.priority,
+        item.heartbeat,
+        item.orphaned,
+        item.payload,
+        item.extra,
+        item.process_id,
+        item.exclusive,
+        item.external_id,
+    )
 
 
 def queue_table(state: QueueState) -> ResultSet:

@@ -57,6 +57,7 @@ from cubequeue.storage.ack_results import Result
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.clock import AdjustableClock, Clock
+from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState, item_record
 from cubequeue.storage.queue_commands import QueueCommands
@@ -65,7 +66,7 @@ from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_tables import (
     queue_prefixes_table,
     queue_results_table,
-    queue_table,
+    queue_stream,
 )
 from cubequeue.storage.record_kinds import CACHE_PUT, RESULT_PUT
 from cubequeue.storage.state_capture import StateRecord, capture
@@ -340,13 +341,15 @@ class Store:
 
     # -- views --------------------------------------------------------------------------
 
-    def system_table(self, name: str) -> ResultSet:
-        """The live rows of ``system.<name>`` (§8 rule 11); see :data:`~cubequeue.storage.system_schemas.SYSTEM_TABLES`."""
+    def system_table(self, name: str) -> ResultSet | RowStream:
+        """The live rows of ``system.<name>`` (§8 rule 11); see
+        :data:`~cubequeue.storage.system_schemas.SYSTEM_TABLES`. ``system.queue`` larger
+        than one work budget is a :class:`RowStream` that knows its length."""
         table = name.lower().removeprefix("system.")
         now = self._begin()
         try:
             if table == "queue":
-                return queue_table(self._queue)
+                return queue_stream(self._queue, self.limits.work_budget)
             if table == "queue_results":
                 return queue_results_table(self._queue)
             if table == "cache":

@@ -22,6 +22,10 @@ from cubequeue.grammar.commands import (
     QueueTruncate,
 )
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
+from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.server.executor import Executor
+from cubequeue.server.sql import PlainSession
+from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import MAX_EXTRA_DEPTH, Limits
 
 FOUR_HOURS = 4 * 3_600_000
@@ -82,6 +86,10 @@ def test_truncate_logs_one_summary_line(caplog: pytest.LogCaptureFixture) -> Non
 # -- PURGE: O(1) detach, release in slices -----------------------------------------------
 
 
+def _rows(table: ResultSet | RowStream) -> list[Row]:
+    return table.collect().rows if isinstance(table, RowStream) else table.rows
+
+
 def _purge_fixture(budget: int, n: int = 60) -> Harness:
     h = harness(Limits(work_budget=budget, queue_log_size=4))
     for i in range(n):
@@ -102,7 +110,7 @@ def test_purge_is_atomic_and_releases_in_budgeted_slices(status: str | None, rem
     # clients see the purge at once: counts, lists, lookups by id and by path, the table
     want = [f"{i}" for i in left]
     assert sorted(r[0] for r in h.list("q")) == sorted(want)
-    rows = h.store.system_table("queue").rows
+    rows = _rows(h.store.system_table("queue"))
     assert sorted(r[0] for r in rows if r[2] == "q") == sorted(want)
     for i in range(60):
         expect = [("p", None)] if i in left else []
@@ -197,6 +205,37 @@ def test_purge_journals_each_removal_in_its_own_step() -> None:
     while h.store.run_deferred():
         pass
     assert len(journal) == 3
+
+
+# -- system.queue: sliced, and bounded for plain SQL ----------------------------------------
+
+
+def test_system_queue_streams_in_budget_slices_and_knows_its_length() -> None:
+    h = harness(Limits(work_budget=4))
+    for i in range(10):
+        h.add(f"q:{i}")
+    small = harness(Limits(work_budget=4))
+    small.add("q:0")
+    assert isinstance(small.store.system_table("queue"), ResultSet)  # one slice: a frame
+    table = h.store.system_table("queue")
+    assert isinstance(table, RowStream)
+    assert table.length == 10
+    parts = list(table.slices)
+    assert [len(p) for p in parts] == [4, 4, 2]
+    assert [r[1] for p in parts for r in p] == list(range(1, 11))
+
+
+def test_plain_sql_refuses_a_system_table_above_max_sql_rows_before_reading_it() -> None:
+    h = harness(Limits(work_budget=4))
+    for i in range(10):
+        h.add(f"q:{i}")
+    executor = Executor(h.store, max_sql_rows=9)
+    with pytest.raises(LimitExceeded, match=r"--max-sql-rows=9") as refused:
+        executor.plain("SELECT queue_id FROM system.queue ORDER BY priority DESC", PlainSession(server_version="14.0", user="cube"))
+    assert refused.value.sqlstate == "54000"
+    ok = Executor(h.store, max_sql_rows=10).plain(
+        "SELECT count(*) FROM system.queue", PlainSession(server_version="14.0", user="cube"))
+    assert ok.result is not None and ok.result.rows == [(10,)]
 
 
 # -- the expiry sweep: bounded per step ----------------------------------------------------
