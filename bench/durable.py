@@ -159,9 +159,13 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
                                       on_fatal=print)
         directory = durable._directory
         await durable.close()
-        first = max(layout.parse_name(n)[1] for n in os.listdir(tmp) if n.startswith("log-"))
-        writer = SegmentWriter(files, tmp, directory, 64 << 20, first + 1)
-        lsn = first + 1
+        # close() left a snapshot and an empty segment after it: ours replaces that one
+        newest = max((n for n in os.listdir(tmp) if n.startswith("log-")),
+                     key=lambda n: layout.parse_name(n)[1])
+        first = layout.parse_name(newest)[1]
+        os.unlink(os.path.join(tmp, newest))
+        writer = SegmentWriter(files, tmp, directory, 64 << 20, first)
+        lsn = first
         for start in range(1, items + 1, 100):
             recs = [(ITEM_PUT, i, f"PREFIX_QO:{i % 1000}:{i}", PAYLOAD, i % 10, T0, None,
                      T0 + 14_400_000, None, False, None, None, None, None)

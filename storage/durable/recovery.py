@@ -132,6 +132,21 @@ class _Quarantine:
         self._write("report.jsonl", line.encode("utf-8", "surrogatepass"), append=True)
 
 
+_ZERO_BLOCKS = ((1 << 20, bytes(1 << 20)), (4096, bytes(4096)))
+
+
+def _used_bytes(data: bytes) -> int:
+    """``len(data)`` without its zero-filled tail, rounded up to the 8-byte frame
+    alignment (a frame's padding is its own). Whole zero blocks are compared from the end
+    first: ``bytes.rstrip`` alone tests one byte at a time, 0.5 s over an empty segment."""
+    end = len(data)
+    for size, zeros in _ZERO_BLOCKS:
+        while end >= size and data[end - size:end] == zeros:
+            end -= size
+    used = len(data[max(0, end - 4096):end].rstrip(b"\0")) + max(0, end - 4096)
+    return min(len(data), (used + 7) & ~7)
+
+
 def _directory_id(files: Files, data_dir: str) -> uuid.UUID:
     path = f"{data_dir}/{DIRECTORY_ID}"
     if files.exists(path):
@@ -188,9 +203,7 @@ class _Replay:
 
     def file_read(self, data: bytes, counted: int) -> int:
         """``data`` was read; its zero-filled tail leaves the total. Its counted size."""
-        used = len(data)
-        if data[-1:] == b"\0":  # frames are 8-byte aligned: their padding is theirs
-            used = min(used, (len(data.rstrip(b"\0")) + 7) & ~7)
+        used = _used_bytes(data)
         self.bytes_total -= counted - used
         return used
 
