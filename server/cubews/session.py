@@ -19,7 +19,11 @@ The rules, as Cube Store's ``http/mod.rs`` has them:
   unknown); a text message, or a command other than HttpQuery, closes the socket;
 * **dedup** by (connection_id, message_id) across sockets (:mod:`.dedup`): a resend
   after a reconnect never runs a statement twice; a message without a connection id is
-  answered without dedup;
+  answered without dedup; a resend whose answer was not kept (a byte limit), or by
+  another authenticated user, gets an HttpError saying why;
+* **RESULT_BLOCKING** holds its message for as long as it waits, so one socket may hold
+  at most ``--max-ws-blocking-waits`` of them, each at most
+  ``--max-blocking-message-bytes`` long; beyond either, an HttpError naming the option;
 * statements go to the shared executor (routing, metrics, logs, the blocking wait);
   ``?`` placeholders of the dialect are bound from the message's typed parameters
   (:mod:`.params`), plain SQL gets them as text (:mod:`.execute`); each statement is
@@ -40,7 +44,7 @@ from websockets.frames import CloseCode
 from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
-from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key
+from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
 from cubequeue.server.cubews.execute import plain_params
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
 from cubequeue.server.cubews.params import ws_values
@@ -92,6 +96,8 @@ class Ticket:
     message_id: int
     connection_id: str | None
     key: Key | None
+    #: a QUEUE RESULT_BLOCKING, counted against ``--max-ws-blocking-waits``
+    blocking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +129,9 @@ class WsSession(Generic[S]):
         max_message_size: int,
         conn_id: int = 0,
         peer: str | None = None,
+        max_blocking_waits: int = 1000,
+        max_blocking_message_bytes: int = 65_536,
+        statement_timeout_ms: int = 0,
     ) -> None:
         self.executor = executor
         self.dedup = dedup
@@ -130,9 +139,16 @@ class WsSession(Generic[S]):
         self.process_id = process_id
         self.max_message_size = max_message_size
         self.conn_id = conn_id
+        self.max_blocking_waits = max_blocking_waits
+        self.max_blocking_message_bytes = max_blocking_message_bytes
+        #: RESULT_BLOCKING waits of this socket not yet settled
+        self.waits = 0
         #: who sends this socket's statements, for their log lines
         self.origin = Origin("ws", conn_id, peer, user)
-        params = {"process_id": process_id} if process_id is not None else None
+        # the server's default first, as a postgresql.conf setting: SET and RESET work
+        params = {"statement_timeout": str(statement_timeout_ms)}
+        if process_id is not None:
+            params["process_id"] = process_id
         #: the plain-SQL side (settings, SHOW, SELECT over the system tables)
         self.plain = PlainSession(
             server_version=server_version, user=user or "cube", startup_params=params
@@ -162,20 +178,54 @@ class WsSession(Generic[S]):
         key: Key | None = None
         if message.connection_id is not None:
             key = (message.connection_id, message.message_id)
-            outcome = self.dedup.begin(key, self.owner)
+            outcome = self.dedup.begin(key, self.owner, self.origin.user)
             if isinstance(outcome, Cached):
                 return [Send(self.owner, outcome.answer, key)]
+            if isinstance(outcome, Refused):
+                _log.warning("ws connection %d: resend refused: %s", self.conn_id,
+                             outcome.reason, extra={"conn_id": self.conn_id})
+                return [Send(self.owner, encode_error(message.message_id, message.connection_id,
+                                                      outcome.reason))]
             if outcome is JOINED:
                 return []
         answer = self._answer(message, query)
         if isinstance(answer, WaitFor):
-            return [Await(answer, Ticket(message.message_id, message.connection_id, key))]
+            blocking = answer.pending is None  # RESULT_BLOCKING, not yet at the store
+            if blocking:
+                refusal = self._blocking_refusal(len(data))
+                if refusal is not None:
+                    _log.warning("ws connection %d: %s", self.conn_id, refusal,
+                                 extra={"conn_id": self.conn_id})
+                    frame = encode_error(message.message_id, message.connection_id, refusal)
+                    return self._deliver(key, frame)
+                self.waits += 1
+            ticket = Ticket(message.message_id, message.connection_id, key, blocking)
+            return [Await(answer, ticket)]
         return self._deliver(key, answer)
+
+    def _blocking_refusal(self, size: int) -> str | None:
+        """Why a RESULT_BLOCKING may not wait (a limit it breaks), or None."""
+        if size > self.max_blocking_message_bytes:
+            return (
+                f"QUEUE RESULT_BLOCKING message of {size} bytes exceeds "
+                f"--max-blocking-message-bytes ({self.max_blocking_message_bytes} bytes, "
+                "CUBEQUEUE_MAX_BLOCKING_MESSAGE_BYTES): a waiting message is held until "
+                "it is answered"
+            )
+        if self.waits >= self.max_blocking_waits:
+            return (
+                f"Too many QUEUE RESULT_BLOCKING waits on this connection: {self.waits} "
+                f"already wait, the limit is --max-ws-blocking-waits "
+                f"({self.max_blocking_waits}, CUBEQUEUE_MAX_WS_BLOCKING_WAITS)"
+            )
+        return None
 
     def settle(
         self, ticket: Ticket, result: ResultSet | None = None, error: BaseException | None = None
     ) -> list[Event[S]]:
         """The outcome of an :class:`Await`: the answer, to every socket that wants it."""
+        if ticket.blocking:
+            self.waits -= 1
         if error is not None:
             frame = self._error(ticket.message_id, ticket.connection_id, error)
         else:
@@ -185,6 +235,8 @@ class WsSession(Generic[S]):
 
     def abandon(self, ticket: Ticket) -> None:
         """The wait ended without an answer (cancelled at shutdown): forget its entry."""
+        if ticket.blocking:
+            self.waits -= 1
         if ticket.key is not None:
             self.dedup.abandon(ticket.key)
 
