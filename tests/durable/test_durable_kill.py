@@ -226,6 +226,7 @@ def _start(data_dir: Path, fsync: str) -> CubequeueServer:
             time.sleep(0.05)
 
 
+@pytest.mark.timeout(3600 if LONG else 300)  # the long run: ~10 s a kill on a busy machine
 @pytest.mark.parametrize("fsync", ["always", "everysec"])
 def test_kill_9_keeps_every_acknowledged_write(tmp_path: Path, fsync: str) -> None:
     """Each server life: check what it recovered, run the clients, kill -9 it."""
