@@ -109,9 +109,13 @@ pytest: install system-deps node-deps
 
 bench: install bench-deps
 	$(PY) -m bench.run
+	$(PY) -m bench.stall
+	$(PY) -m bench.soak
 
 bench-quick: install bench-deps
 	$(PY) -m bench.run --quick
+	$(PY) -m bench.stall --quick
+	$(PY) -m bench.soak --quick
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules $(CUBE_API_DIR)/node_modules

@@ -3,8 +3,8 @@
 A probe connection runs ``SELECT 1`` back to back (its own thread, its own psycopg
 connection) while another connection runs one bulk statement over N queued items (10⁶;
 ``--quick``: 10⁵): QUEUE PURGE, QUEUE TRUNCATE, the expiry sweep (SYS CLOCK ADVANCE past
-every item's expiry, then one step), ORDER BY over system.queue, QUEUE LIST of the whole
-prefix, and MERGE_EXTRA of a large JSON (twice: the second merge parses and prints the
+every item's expiry, then one step), ORDER BY and count(*) over system.queue (refused
+with 54000 above ``--max-sql-rows``), QUEUE LIST of the whole prefix, and MERGE_EXTRA of a large JSON (twice: the second merge parses and prints the
 first). Reported: the probe's p99 and max round trip during the statement, and the
 statement's own time. Target: no statement stalls the probe more than 50 ms.
 
@@ -66,7 +66,11 @@ def _measure(server: CubequeueServer, name: str, run: Callable[[psycopg.Connecti
         time.sleep(0.2)  # the probe is warm
         probe.recording.set()
         t0 = time.perf_counter()
-        run(conn)
+        outcome = ""
+        try:
+            run(conn)
+        except psycopg.Error as exc:  # a bounded statement refused (54000 names its limit)
+            outcome = f"  refused {exc.sqlstate}"
         took = (time.perf_counter() - t0) * 1000
         time.sleep(0.3)  # deferred work after the answer counts too
         probe.recording.clear()
@@ -78,7 +82,8 @@ def _measure(server: CubequeueServer, name: str, run: Callable[[psycopg.Connecti
     worst = samples[-1]
     verdict = "ok" if worst < TARGET_MS else "OVER"
     print(f"  {name:28s} statement {took:9.1f} ms  probe p99 {p99:7.1f} ms  max {worst:7.1f} ms"
-          f"  median {statistics.median(samples):5.2f} ms  ({len(samples)} probes)  {verdict}")
+          f"  median {statistics.median(samples):5.2f} ms  ({len(samples)} probes)  {verdict}"
+          f"{outcome}")
 
 
 def main() -> None:
@@ -92,8 +97,11 @@ def main() -> None:
     try:
         print(f"stall of a SELECT 1 client at {n} queued items (target < {TARGET_MS:g} ms)")
         _fill(server, n)
+        server.query("SELECT count(*) FROM system.queue_prefixes")  # sqlglot's one-time import
         _measure(server, "ORDER BY over system.queue", lambda c: c.execute(
             "SELECT queue_id FROM system.queue ORDER BY priority DESC, queue_id LIMIT 5").fetchall())
+        _measure(server, "count(*) over system.queue", lambda c: c.execute(
+            "SELECT count(*) FROM system.queue").fetchall())
         _measure(server, "QUEUE LIST (whole prefix)",
                  lambda c: c.execute(f"QUEUE LIST '{PREFIX}'").fetchall())
         _measure(server, "MERGE_EXTRA 1 MiB, twice", lambda c: [
