@@ -253,8 +253,6 @@ def test_memory_store_has_no_recovery(tmp_path: Path) -> None:
         assert status == 200 and overview["recovery"] is None
 
 
-@pytest.mark.xfail(strict=True, reason="server/http.py answers /readyz 200 before the store "
-                   "is attached; it must ask server/stores.py's store_ready")
 def test_readyz_is_503_while_recovering(gated: tuple[_Server, _Gate]) -> None:
     server, _ = gated
     status, _body = server.get("/readyz")
