@@ -10,7 +10,10 @@ One ``websockets`` server routes every request in ``process_request``:
   response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
   on the features that version implies (cube-client.md §2.3). With ``--ws-allow``, a
   peer outside the listed networks is refused with 403 before anything else.
-* ``/healthz`` → 200; ``/readyz`` → 200, or 503 once shutdown has begun; ``/metrics``
+* ``/healthz`` → 200; ``/readyz`` → 200 when a real store round trip (``SYS CACHESTORE
+  HEALTHCHECK``, straight to the store, not metered) answers within
+  :data:`READY_STORE_TIMEOUT_S`, else 503 naming why, so an orchestrator restarts a
+  server whose store stopped answering; 503 too once shutdown has begun; ``/metrics``
   → Prometheus text.
 * ``/``, ``/static/…`` and ``/api/v1/…`` → the read-only web console
   (:mod:`.console`), behind ``--console-auth``; with ``off`` they are 404 like any other
@@ -27,6 +30,7 @@ as on Cube Store, so the size checked is the size sent.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import ipaddress
@@ -44,19 +48,53 @@ from websockets.exceptions import PayloadTooBig
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
+from cubequeue.grammar import prepare
+from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.results import ResultSet
 from cubequeue.server.console import Console, build_console
 from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
 from cubequeue.server.metrics import metrics_auth_mode, scrape_refusal
+from cubequeue.server.stores import store_ready
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
 
-__all__ = ["HttpServer", "peer_allowed", "start_http_server", "too_large_reason"]
+__all__ = [
+    "READY_STORE_TIMEOUT_S",
+    "HttpServer",
+    "peer_allowed",
+    "start_http_server",
+    "store_round_trip",
+    "too_large_reason",
+]
 
 #: the transport admits this many times the configured message size (Cube Store's
 #: ``TRANSPORT_SIZE_HEADROOM``); between 1x and this, the endpoint answers an HttpError
 TRANSPORT_SIZE_HEADROOM = 2
 WS_PATH = "/ws"
+#: how long ``/readyz`` waits for the store's round trip (probes time out at 1 s by
+#: default in Kubernetes; a store slower than this is not ready to serve Cube)
+READY_STORE_TIMEOUT_S = 2.0
+
+
+async def store_round_trip(ctx: ServerContext, timeout_s: float = READY_STORE_TIMEOUT_S) -> str | None:
+    """Why the store is not ready (it refused, failed or did not answer within
+    ``timeout_s``), or None when ``SYS CACHESTORE HEALTHCHECK`` came back."""
+    if not store_ready(ctx.store):
+        return "store not ready"
+    command = prepare("SYS CACHESTORE HEALTHCHECK").command
+    try:
+        async with asyncio.timeout(timeout_s):
+            step = ctx.store.execute(command, None)
+            if not isinstance(step, ResultSet) and hasattr(step, "__await__"):
+                await step
+    except TimeoutError:
+        return f"store did not answer within {timeout_s:g} s"
+    except QueueError as exc:
+        return f"store not ready: {exc.message}"
+    except Exception as exc:  # the store's outage (a lost database), whatever its type
+        return f"store failed: {exc}"
+    return None
 
 
 def too_large_reason(size: int, limit: int) -> str:
@@ -206,7 +244,7 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
             ctx.readiness_watched = True
             if ctx.shutting_down:
                 return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
-            return connection.respond(HTTPStatus.OK, "ready\n")
+            return readiness(connection)
         if path == "/metrics":
             remote = connection.remote_address
             refusal = scrape_refusal(
@@ -224,6 +262,12 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         if console.handles(path):
             return console.respond(request)
         return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+
+    async def readiness(connection: ServerConnection) -> Response:
+        reason = await store_round_trip(ctx)
+        if reason is not None:
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, reason + "\n")
+        return connection.respond(HTTPStatus.OK, "ready\n")
 
     def process_response(
         connection: ServerConnection, request: Request, response: Response

@@ -15,7 +15,12 @@ lives here too:
   connection queues its later messages and every other connection goes on; a client
   that disconnects just has its task cancelled, which withdraws its waiter;
 * backpressure: reading pauses while the transport's write buffer is over its high-water
-  mark, or while too many messages are queued behind a wait;
+  mark, or while the messages queued behind a wait hold more than
+  :data:`MAX_QUEUED_BYTES` (or number more than :data:`MAX_QUEUED_MESSAGES`): the rest
+  waits in the kernel, as PostgreSQL leaves it there while a statement runs;
+* a client that half-closes (``shutdown(SHUT_WR)``) after its last message still gets
+  every answer, a RESULT_BLOCKING's included; the connection closes once they are sent;
+* a step that waits is canceled after the session's ``statement_timeout`` (57014);
 * a connection that has not finished startup and authentication within
   :data:`AUTHENTICATION_TIMEOUT_S` (PostgreSQL's ``authentication_timeout``) is closed,
   and one that sent nothing at all within ``--startup-timeout`` is closed sooner;
@@ -37,6 +42,7 @@ import os
 import ssl
 import stat
 from collections import deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, cast
 
 from cubequeue.grammar.errors import QueueError
@@ -70,6 +76,10 @@ _log = logging.getLogger("cubequeue.pg")
 AUTHENTICATION_TIMEOUT_S: Final = 60.0
 #: messages queued behind a blocking wait before reading pauses
 MAX_QUEUED_MESSAGES: Final = 10_000
+#: bytes those messages may hold (their text and parameters) before reading pauses
+MAX_QUEUED_BYTES: Final = 1 << 20
+#: what a message with no text or parameters is counted as
+_MESSAGE_OVERHEAD: Final = 64
 #: transport write buffer high-water mark (bytes) before reading pauses
 WRITE_HIGH_WATER: Final = 1 << 20
 _CANCELED = "canceling statement due to user request"
@@ -95,6 +105,9 @@ class PgProtocol(asyncio.Protocol):
         self.info: ConnectionInfo | None = None
         self.pid: int | None = None
         self._pending: deque[m.FrontendMessage | _Fatal] = deque()
+        #: what the queued messages hold, by :func:`_held_bytes`
+        self._pending_bytes = 0
+        self._eof = False
         self._busy: asyncio.Task[object] | None = None  # a blocking wait or a TLS upgrade
         self._cancel_reason: str | None = None
         self._write_paused = False
@@ -139,15 +152,24 @@ class PgProtocol(asyncio.Protocol):
         if self._silence_timer is not None:
             self._silence_timer.cancel()
             self._silence_timer = None
+        decoded: Sequence[m.FrontendMessage | _Fatal]
         try:
-            self._pending.extend(self.decoder.feed(data))
+            decoded = self.decoder.feed(data)
         except FramingError as exc:
-            self._pending.extend(exc.decoded)
-            self._pending.append(_Fatal(exc))
+            decoded = [*exc.decoded, _Fatal(exc)]
+        self._pending.extend(decoded)
+        self._pending_bytes += sum(_held_bytes(msg) for msg in decoded)
         self._pump()
 
     def eof_received(self) -> bool | None:
-        return None  # close the transport: a half-closed client sends nothing more
+        """A half-closed client sends nothing more but still reads: keep the transport
+        open until every queued message is answered (:meth:`_pump` closes it). TLS
+        cannot stay half-open, so there the transport closes at once."""
+        if self._encrypted:
+            return None
+        self._eof = True
+        self._pump()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
@@ -156,6 +178,7 @@ class PgProtocol(asyncio.Protocol):
             self._busy.cancel()  # withdraws the waiter (executor.complete)
         self.session.abandon()
         self._pending.clear()
+        self._pending_bytes = 0
         if self._auth_timer is not None:
             self._auth_timer.cancel()
         if self._silence_timer is not None:
@@ -197,6 +220,7 @@ class PgProtocol(asyncio.Protocol):
         pending = self._pending
         while pending and self._busy is None and not self._write_paused and not self._closing:
             item = pending.popleft()
+            self._pending_bytes -= _held_bytes(item)
             if isinstance(item, _Fatal):
                 _log.info(
                     "protocol violation from %s: %s", self.peer, item.error.message,
@@ -226,6 +250,9 @@ class PgProtocol(asyncio.Protocol):
             self._auth_timer = None
             if not self._authenticated():
                 return
+        if self._eof and self._busy is None and not pending and not self._closing:
+            self._close()  # half-closed: everything asked is answered
+            return
         self._flush()
         self._update_reading()
 
@@ -260,13 +287,15 @@ class PgProtocol(asyncio.Protocol):
         self._flush()
         self._closing = True
         self._pending.clear()
+        self._pending_bytes = 0
         if self.transport is not None:
             self.transport.close()
 
     def _update_reading(self) -> None:
-        if self.transport is None or self._lost:
+        if self.transport is None or self._lost or self._eof:
             return
-        pause = self._write_paused or len(self._pending) > MAX_QUEUED_MESSAGES
+        pause = (self._write_paused or self._pending_bytes > MAX_QUEUED_BYTES
+                 or len(self._pending) > MAX_QUEUED_MESSAGES)
         if pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -317,7 +346,8 @@ class PgProtocol(asyncio.Protocol):
 
     def _start_wait(self, wait: WaitFor) -> None:
         self._flush()
-        coro = self.ctx.executor.complete(wait)
+        plain = self.session.plain
+        coro = self.ctx.executor.complete(wait, plain.statement_timeout_ms if plain else 0)
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._wait_done)
         self._busy = task
@@ -380,6 +410,20 @@ class PgProtocol(asyncio.Protocol):
             _log.info("closing %s: no startup within %.0f s", self.peer, AUTHENTICATION_TIMEOUT_S)
             if self.transport is not None:
                 self.transport.abort()
+
+
+def _held_bytes(msg: m.FrontendMessage | _Fatal) -> int:
+    """What a queued message keeps in memory: its text and parameters, roughly."""
+    if isinstance(msg, m.Query):
+        return _MESSAGE_OVERHEAD + len(msg.sql)
+    if isinstance(msg, m.Parse):
+        return _MESSAGE_OVERHEAD + len(msg.query)
+    if isinstance(msg, m.Bind):
+        return _MESSAGE_OVERHEAD + sum(len(p) for p in msg.params if p is not None)
+    if isinstance(msg, m.CopyData | m.PasswordMessage | m.FunctionCall):
+        data = msg.data if isinstance(msg, m.CopyData) else msg.payload
+        return _MESSAGE_OVERHEAD + len(data)
+    return _MESSAGE_OVERHEAD
 
 
 def _tls_context(ctx: ServerContext) -> ssl.SSLContext | None:

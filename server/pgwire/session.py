@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cubequeue.grammar import bind, first_word, split_statements
 from cubequeue.grammar.commands import Command
-from cubequeue.grammar.errors import FeatureNotSupported, InternalError, QueueError, SyntaxError
+from cubequeue.grammar.errors import (
+    FeatureNotSupported,
+    InternalError,
+    LimitExceeded,
+    QueueError,
+    SyntaxError,
+)
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.context import PG_SERVER_VERSION
 from cubequeue.server.errors import AdminShutdown, bind_count_error
@@ -311,7 +317,10 @@ class PgSession:
             )
         self.user = user
         self.plain = PlainSession(
-            server_version=self.ctx.server_version, user=user, startup_params=params
+            server_version=self.ctx.server_version, user=user,
+            # the server's default first, as postgresql.conf's: the client may override it
+            startup_params={"statement_timeout": str(self.ctx.config.statement_timeout),
+                            **params},
         )
         self.backend_key = self.hooks.admit(user)
         # the listener's hooks know the peer (and may know the connection id); tests'
@@ -464,6 +473,8 @@ class PgSession:
 
     def _parse(self, msg: m.Parse) -> None:
         self.names.check_new_statement(msg.name)
+        if msg.name:
+            self._check_names_cap(self.names.statements, "prepared statements")
         statements = _split(msg.query)
         if len(statements) > 1:
             raise SyntaxError("cannot insert multiple commands into a prepared statement")
@@ -495,6 +506,8 @@ class PgSession:
         names = self.names
         stmt = names.statement(msg.statement)
         names.check_new_portal(msg.portal)
+        if msg.portal:
+            self._check_names_cap(names.portals, "portals")
         self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
                                  origin=self.origin)
         expected = len(stmt.param_oids)
@@ -508,6 +521,18 @@ class PgSession:
             command = bind(stmt.prepared.command, values)
         names.portals[msg.portal] = Portal(msg.portal, stmt, command, values, shape)
         self.wire.append(BIND_COMPLETE)
+
+    def _check_names_cap(self, held: dict[str, Any], what: str) -> None:
+        """``--max-prepared-statements`` caps named statements and named portals each
+        (the unnamed ones are replaced, never added), so one client cannot grow them."""
+        limit = self.ctx.config.max_prepared_statements
+        count = len(held) - ("" in held)
+        if count >= limit:
+            raise LimitExceeded(
+                f"too many named {what} on this connection ({count}): the limit is "
+                f"--max-prepared-statements ({limit}, CUBEQUEUE_MAX_PREPARED_STATEMENTS)",
+                hint="Close or DEALLOCATE the ones no longer used.",
+            )
 
     def _describe(self, msg: m.Describe) -> None:
         if msg.kind == "S":

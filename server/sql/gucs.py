@@ -4,6 +4,8 @@ PostgreSQL 15 refuses ``SET`` of a name it does not know; cubequeue accepts any 
 and SHOW work for any setting, since drivers set GUCs we never heard of), stores
 it as text, and only checks and normalises the parameters below the way PostgreSQL does
 (``SET DateStyle = iso`` shows ``ISO, MDY``; ``statement_timeout = 5000`` shows ``5s``).
+``statement_timeout`` is enforced by the wires (``executor.complete``); its default here is
+PostgreSQL's, and each session starts at ``--statement-timeout``, as if postgresql.conf set it.
 Reported parameters are those PostgreSQL 15 marks GUC_REPORT (its docs, "ParameterStatus"
 in "Protocol Flow").
 """
@@ -186,7 +188,7 @@ GUCS: dict[str, Guc] = {g.name.lower(): g for g in (
     Guc("max_identifier_length", "63", "Shows the maximum identifier length.", read_only=True),
     Guc("extra_float_digits", "1", "Sets the number of digits displayed for floating-point values.", check=_int_range(-15, 3)),
     Guc("search_path", '"$user", public', "Sets the schema search order for names that are not schema-qualified.", is_list=True),
-    Guc("statement_timeout", "0", "Sets the maximum allowed duration of any statement" + _TIMEOUT_DOC + ".", check=_timeout),
+    Guc("statement_timeout", "0", "Sets the maximum allowed duration of any statement: a step that waits (for the store, a stream of rows) is canceled with 57014 (0 = no limit; each session starts at --statement-timeout; RESULT_BLOCKING keeps --max-blocking-timeout).", check=_timeout),
     Guc("lock_timeout", "0", "Sets the maximum allowed duration of any wait for a lock" + _TIMEOUT_DOC + ".", check=_timeout),
     Guc("idle_in_transaction_session_timeout", "0", "Sets the maximum allowed idle time between queries, when in a transaction" + _TIMEOUT_DOC + ".", check=_timeout),
     Guc("idle_session_timeout", "0", "Sets the maximum allowed idle time between queries, when not in a transaction" + _TIMEOUT_DOC + ".", check=_timeout),
