@@ -188,6 +188,7 @@ def build_context(config: Config) -> ServerContext:
         max_blocking_timeout_ms=config.max_blocking_timeout,
         slow_command_ms=config.slow_command_ms,
         max_sql_statement_bytes=config.max_sql_statement_bytes,
+        max_sql_rows=config.max_sql_rows,
         observe=metrics.observe_command,
     )
     connections = ConnectionRegistry(

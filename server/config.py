@@ -45,6 +45,7 @@ class Config:
     max_payload_bytes: int = 66_060_288
     #: a plain-SQL statement (SELECT …, not QUEUE/CACHE) larger than this is 54000
     max_sql_statement_bytes: int = 1_048_576
+    max_sql_rows: int = 100_000
     queue_log_size: int = 10_000
     test_clock: bool = False
     shutdown_grace: int = 5

@@ -123,7 +123,7 @@ class WaitFor:
 Step = ResultSet | WaitFor
 
 
-#: rows a plain SELECT may read from one system table (``--max-sql-rows``): plain SQL is
+#: default of ``--max-sql-rows``, the rows a plain SELECT may read from one system table: plain SQL is
 #: evaluated in one go on the event loop (sorting, grouping), so a table larger than this
 #: is refused with 54000 before any row is built; Cube's driver never reads system tables
 MAX_SQL_ROWS = 100_000

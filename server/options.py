@@ -291,6 +291,8 @@ OPTIONS: tuple[Option, ...] = (
            _POSITIVE, metavar="BYTES", unit="bytes"),
     Option("max_sql_statement_bytes", "plain SQL statements (SELECT ..., not QUEUE/CACHE) "
            "larger than this: 54000", _integer(1024), metavar="BYTES", unit="bytes"),
+    Option("max_sql_rows", "rows a plain SELECT may read from one system table (plain SQL is "
+           "evaluated in one step on the event loop); beyond it: 54000", _POSITIVE, metavar="N"),
     Option("queue_log_size", "rows kept in system.queue_log", _NON_NEGATIVE, metavar="N"),
     Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True),
     Option("shutdown_grace", "after SIGTERM, open connections end with 57P01 within this time",

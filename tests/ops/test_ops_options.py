@@ -44,12 +44,14 @@ CONFIG_MD = [
     ("--ws-dedup-ttl", "CUBEQUEUE_WS_DEDUP_TTL", None, 120),
     ("--cubestore-version", "CUBEQUEUE_CUBESTORE_VERSION", None, "1.7.25"),
     ("--results-expire", "CUBEQUEUE_RESULTS_EXPIRE", "CUBESTORE_QUEUE_RESULTS_EXPIRE", 60),
-    ("--cache-max-entry-bytes", "CUBEQUEUE_CACHE_MAX_ENTRY_BYTES",
-     "CUBESTORE_CACHE_MAX_ENTRY_SIZE", 66060288),
+    ("--cache-max-entry-bytes", "CUBEQUEUE_CACHE_MAX_ENTRY_BYTES", "CUBESTORE_CACHE_MAX_ENTRY_SIZE",
+     66060288),
     ("--cache-max-keys", "CUBEQUEUE_CACHE_MAX_KEYS", "CUBESTORE_CACHE_MAX_KEYS", 100000),
     ("--cache-max-bytes", "CUBEQUEUE_CACHE_MAX_BYTES", "CUBESTORE_CACHE_MAX_SIZE", 4294967296),
     ("--max-items", "CUBEQUEUE_MAX_ITEMS", None, 1000000),
     ("--max-payload-bytes", "CUBEQUEUE_MAX_PAYLOAD_BYTES", None, 66060288),
+    ("--max-sql-statement-bytes", "CUBEQUEUE_MAX_SQL_STATEMENT_BYTES", None, 1048576),
+    ("--max-sql-rows", "CUBEQUEUE_MAX_SQL_ROWS", None, 100000),
     ("--queue-log-size", "CUBEQUEUE_QUEUE_LOG_SIZE", None, 10000),
     ("--test-clock", "CUBEQUEUE_TEST_CLOCK", None, False),
     ("--shutdown-grace", "CUBEQUEUE_SHUTDOWN_GRACE", None, 5),
@@ -58,12 +60,26 @@ CONFIG_MD = [
     ("--metrics-auth", "CUBEQUEUE_METRICS_AUTH", None, None),
     ("--max-metrics-label-bytes", "CUBEQUEUE_MAX_METRICS_LABEL_BYTES", None, 200),
     ("--ws-allow", "CUBEQUEUE_WS_ALLOW", None, None),
-    ("--max-unauthenticated-connections", "CUBEQUEUE_MAX_UNAUTHENTICATED_CONNECTIONS", None,
-     100),
+    ("--max-unauthenticated-connections", "CUBEQUEUE_MAX_UNAUTHENTICATED_CONNECTIONS", None, 100),
     ("--startup-timeout", "CUBEQUEUE_STARTUP_TIMEOUT", None, 10),
     ("--tls-required", "CUBEQUEUE_TLS_REQUIRED", None, False),
     ("--http-tls", "CUBEQUEUE_HTTP_TLS", None, False),
     ("--unix-socket-dir", "CUBEQUEUE_UNIX_SOCKET_DIR", None, None),
+    ("--store", "CUBEQUEUE_STORE", None, "memory"),
+    ("--store-session-dsn", "CUBEQUEUE_STORE_SESSION_DSN", None, None),
+    ("--data-dir", "CUBEQUEUE_DATA_DIR", "CUBESTORE_DATA_DIR", None),
+    ("--fsync", "CUBEQUEUE_FSYNC", None, "everysec"),
+    ("--recovery", "CUBEQUEUE_RECOVERY", None, "salvage"),
+    ("--max-disk-bytes", "CUBEQUEUE_MAX_DISK_BYTES", None, None),
+    ("--segment-bytes", "CUBEQUEUE_SEGMENT_BYTES", None, 67108864),
+    ("--snapshot-min-log-bytes", "CUBEQUEUE_SNAPSHOT_MIN_LOG_BYTES", None, 67108864),
+    ("--snapshot-interval", "CUBEQUEUE_SNAPSHOT_INTERVAL", None, 600),
+    ("--max-ws-resend-bytes", "CUBEQUEUE_MAX_WS_RESEND_BYTES", None, 67108864),
+    ("--max-ws-resend-total-bytes", "CUBEQUEUE_MAX_WS_RESEND_TOTAL_BYTES", None, 268435456),
+    ("--max-ws-blocking-waits", "CUBEQUEUE_MAX_WS_BLOCKING_WAITS", None, 1000),
+    ("--max-blocking-message-bytes", "CUBEQUEUE_MAX_BLOCKING_MESSAGE_BYTES", None, 65536),
+    ("--max-prepared-statements", "CUBEQUEUE_MAX_PREPARED_STATEMENTS", None, 10000),
+    ("--statement-timeout", "CUBEQUEUE_STATEMENT_TIMEOUT", None, 60000),
 ]
 
 
@@ -127,6 +143,24 @@ def _samples(field: str, files: dict[str, str]) -> tuple[str, str, list[str]]:
         "max_unauthenticated_connections": ("151", "152", []),
         "startup_timeout": ("161", "162", []),
         "unix_socket_dir": (str(Path(files["users1"]).parent), "/", []),
+        "max_sql_statement_bytes": ("2048", "4096", []),
+        "max_sql_rows": ("171", "172", []),
+        "store": ("postgresql://a@127.0.0.1:1/a", "postgres://b@127.0.0.1:2/b", []),
+        "store_session_dsn": ("postgresql://c@127.0.0.1:3/c", "postgresql://d@127.0.0.1:4/d",
+                              ["--store", "postgresql://a@127.0.0.1:1/a"]),
+        "data_dir": ("/tmp/a", "/tmp/b", []),
+        "fsync": ("always", "no", []),
+        "recovery": ("strict", "point-in-time", []),
+        "max_disk_bytes": ("2097152", "3145728", []),
+        "segment_bytes": ("65536", "131072", []),
+        "snapshot_min_log_bytes": ("65536", "131072", []),
+        "snapshot_interval": ("7", "8", []),
+        "max_ws_resend_bytes": ("181", "182", []),
+        "max_ws_resend_total_bytes": ("191", "192", []),
+        "max_ws_blocking_waits": ("201", "202", []),
+        "max_blocking_message_bytes": ("2048", "4096", []),
+        "max_prepared_statements": ("221", "222", []),
+        "statement_timeout": ("231", "232", []),
     }
     return table[field]
 
@@ -138,7 +172,7 @@ _FIELD_TYPES = {f.name: f.type for f in dataclasses.fields(Config)}
 
 
 def _typed(field: str, text: str) -> object:
-    return int(text) if _FIELD_TYPES[field] in ("int", int) else text
+    return int(text) if _FIELD_TYPES[field] in ("int", int, "int | None") else text
 
 
 @pytest.mark.parametrize("opt", VALUED, ids=[o.field for o in VALUED])
@@ -174,18 +208,20 @@ CUBESTORE_CASES = [
     ("cache_max_entry_bytes", "5000", 5000),
     ("cache_max_keys", "77", 77),
     ("cache_max_bytes", "3", 3 * MIB),
+    ("data_dir", "/var/lib/cubestore", "/var/lib/cubestore"),
 ]
 
 
 @pytest.mark.parametrize(("field", "raw", "expected"), CUBESTORE_CASES)
-def test_cubestore_env_in_cubestore_units(field: str, raw: str, expected: int) -> None:
+def test_cubestore_env_in_cubestore_units(field: str, raw: str, expected: int | str) -> None:
     opt = next(o for o in OPTIONS if o.field == field)
     assert opt.cubestore_env is not None
     assert getattr(load_config([], {opt.cubestore_env: raw}), field) == expected
     # CUBEQUEUE_* beats CUBESTORE_*, and the flag beats both
     env = {opt.cubestore_env: raw, opt.env: "9"}
-    assert getattr(load_config([], env), field) == 9
-    assert getattr(load_config([opt.flag, "8"], env), field) == 8
+    typed = type(expected)
+    assert getattr(load_config([], env), field) == typed("9")
+    assert getattr(load_config([opt.flag, "8"], env), field) == typed("8")
 
 
 def test_every_cubestore_name_is_tested() -> None:
@@ -367,3 +403,16 @@ def test_cli_unknown_flag_is_usage_error() -> None:
     proc = _cli("--no-such-flag")
     assert proc.returncode == 2
     assert "--no-such-flag" in proc.stderr
+
+
+def test_readme_lists_every_option_with_its_variable() -> None:
+    """The README's Configuration table is the user's list: every flag, with its variable."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`--"):
+            for flag, env in zip(cells[0].split(", "), cells[1].split(", "), strict=False):
+                rows[flag.strip("`")] = env.strip("`")
+    assert {o.flag: o.env for o in OPTIONS} == {o.flag: rows.get(o.flag) for o in OPTIONS}
