@@ -16,8 +16,9 @@ BY key reads that key, an aggregate reads its accumulated value, and any other c
 
 from __future__ import annotations
 
+import difflib
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -261,8 +262,23 @@ def resolve_column(node: exp.Column, scope: Scope) -> tuple[int, SqlType]:
     found = scope.columns.get(name)
     if found is None:
         shown = f"{qual}.{name}" if qual else name
-        raise UndefinedColumn(f'column "{shown}" does not exist')
+        raise UndefinedColumn(f'column "{shown}" does not exist',
+                              hint=_column_hint(name, scope.columns))
     return found
+
+
+#: the dialect's word for a column the system tables name otherwise (QUEUE statements say
+#: ``payload``; system.queue and system.cache call it ``value``)
+_DIALECT_NAMES = {"payload": "value"}
+
+
+def _column_hint(name: str, known: Mapping[str, object]) -> str | None:
+    """PostgreSQL's "Perhaps you meant…" hint: the dialect's alias, else the nearest name."""
+    alias = _DIALECT_NAMES.get(name)
+    if alias is not None and alias in known:
+        return f'Perhaps you meant to reference the column "{alias}" (what QUEUE statements call {name}).'
+    near = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f'Perhaps you meant to reference the column "{near[0]}".' if near else None
 
 
 def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:

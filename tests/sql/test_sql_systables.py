@@ -231,3 +231,20 @@ def test_a_frame_with_other_columns_is_our_bug_not_a_reordering(session: PlainSe
     with pytest.raises(QueueError) as err:
         run_plain("SELECT * FROM system.queue", session, Wrong(), ())  # type: ignore[arg-type]
     assert err.value.sqlstate == "XX000"
+
+
+def test_payload_column_hints_at_value_over_psycopg(cubequeue_server) -> None:
+    """QUEUE statements say ``payload``; system.queue calls it ``value``: the error says so,
+    and a near miss gets PostgreSQL's "Perhaps you meant…" hint."""
+    import psycopg
+
+    with psycopg.connect(cubequeue_server.dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.UndefinedColumn) as missing:
+            conn.execute("SELECT payload FROM system.queue")
+        assert missing.value.diag.message_hint == (
+            'Perhaps you meant to reference the column "value" '
+            "(what QUEUE statements call payload).")
+        with pytest.raises(psycopg.errors.UndefinedColumn) as near:
+            conn.execute("SELECT prefx FROM system.queue")
+        assert near.value.diag.message_hint == 'Perhaps you meant to reference the column "prefix".'
+        assert conn.execute("SELECT count(value) FROM system.queue").fetchone() == (0,)
