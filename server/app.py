@@ -56,9 +56,14 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: a bulk removal of at most this many items names each one; a larger one is only its
+#: summary line (the store writes it), so purging 10⁶ items is one line, not 10⁶
+BULK_ITEM_LINES = 10
+
+
 def _log_departure(departure: Departure) -> None:
     """Every departure but an ACK is worth a line: why an item left without a result."""
-    if departure.reason != "acked":
+    if departure.reason != "acked" and departure.bulk <= BULK_ITEM_LINES:
         _queue_log.info(
             "queue item %d left the queue: %s (%s)", departure.id, departure.reason,
             departure.path, extra={"queue_id": departure.id, "reason": departure.reason},

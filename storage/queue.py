@@ -279,9 +279,11 @@ class QueueState:
         """Recovery: hand out ids from ``next_id`` on (past every id possibly seen)."""
         self._next_id = max(self._next_id, next_id)
 
-    def depart(self, item: Item, reason: Reason, now: int, *, in_sweep: bool = False) -> None:
+    def depart(self, item: Item, reason: Reason, now: int, *, in_sweep: bool = False,
+               bulk: int = 0) -> None:
         """Remove ``item`` from every index and log its departure; ``in_sweep``: the sweep
-        popped its expiry entry already (otherwise that entry is now dead)."""
+        popped its expiry entry already (otherwise that entry is now dead); ``bulk``: the
+        size of the bulk removal it is part of (see :class:`Departure`)."""
         del self._by_id[item.id]
         if self._by_path.get(item.path) is item:  # a due item's path may be taken anew
             del self._by_path[item.path]
@@ -293,7 +295,7 @@ class QueueState:
             self.prefixes.release(state)
         if not in_sweep:
             self._item_expiry.note_dead()
-        departure = Departure.of(item, reason, now)
+        departure = Departure.of(item, reason, now, bulk)
         self.log.record(departure)
         hook = self._on_departure
         if hook is not None:
@@ -358,7 +360,7 @@ class QueueState:
         by_id = self._by_id
         expired = self._item_expiry.pop_due(now, budget)
         for id_ in expired:
-            self.depart(by_id[id_], "expired", now, in_sweep=True)
+            self.depart(by_id[id_], "expired", now, in_sweep=True, bulk=len(expired))
         results = self.results
         for id_ in self._result_expiry.pop_due(now, budget):
             result = results.by_id(id_)
@@ -486,7 +488,7 @@ class QueueState:
             if counted:
                 self._hidden -= 1
             if hook is not None:
-                effects.append(partial(hook, Departure.of(item, "purged", now)))
+                effects.append(partial(hook, Departure.of(item, "purged", now, old.count)))
         keys = old.keys
         while used < budget and keys:
             for _ in range(min(len(keys), _ENTRIES_PER_UNIT)):
@@ -512,7 +514,7 @@ class QueueState:
         while by_id and used < budget:
             _, item = by_id.popitem()
             if hook is not None:
-                effects.append(partial(hook, Departure.of(item, "truncated", now)))
+                effects.append(partial(hook, Departure.of(item, "truncated", now, old.count)))
             used += 1
         by_path = old.by_path
         while by_path and used < budget:
@@ -532,11 +534,12 @@ class QueueState:
 class _Detached:
     """What a TRUNCATE swapped out, released in slices by :meth:`QueueState._release`."""
 
-    __slots__ = ("by_id", "by_path", "indexes", "results")
+    __slots__ = ("by_id", "by_path", "count", "indexes", "results")
 
     def __init__(self, by_id: dict[int, Item], by_path: dict[str, Item], results: Results,
                  prefixes: Prefixes, *heaps: ExpiryHeap) -> None:
         self.by_id, self.by_path = by_id, by_path
+        self.count = len(by_id)  #: items truncated (see Departure.bulk)
         self.results: Results | None = results
         #: the plain int lists behind the sorted indexes and heaps (detached: nobody else
         #: reads them, so emptying them from the tail is safe)

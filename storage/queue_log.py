@@ -41,13 +41,18 @@ class Departure:
     at: int
     queued_ms: int
     active_ms: int | None
+    #: how many items left in the bulk removal (TRUNCATE, PURGE, one expiry sweep) this one
+    #: was part of; 0 for a departure of its own. The server names each item of a small one
+    #: in the log and only the summary line of a large one.
+    bulk: int = 0
 
     @classmethod
-    def of(cls, item: Item, reason: Reason, now: int) -> Departure:
+    def of(cls, item: Item, reason: Reason, now: int, bulk: int = 0) -> Departure:
         if item.activated is None:
-            return cls(item.id, item.path, reason, now, now - item.created, None)
+            return cls(item.id, item.path, reason, now, now - item.created, None, bulk)
         return cls(
-            item.id, item.path, reason, now, item.activated - item.created, now - item.activated
+            item.id, item.path, reason, now, item.activated - item.created,
+            now - item.activated, bulk,
         )
 
 

@@ -113,6 +113,15 @@ class DurableStore:
     def now_ms(self) -> int:
         return self.store.now_ms()
 
+    @property
+    def has_deferred(self) -> bool:
+        """The in-memory store's leftover bulk work (its releases write no records: the
+        step that detached the items journaled them)."""
+        return self.store.has_deferred
+
+    def run_deferred(self, budget: int | None = None) -> bool:
+        return self.store.run_deferred(budget)
+
     def execute(self, cmd: Command, process_id: str | None = None) -> StepResult:
         kind = type(cmd)
         if kind in _MUTATING:

@@ -167,7 +167,7 @@ def test_departures_other_than_ack_are_logged_with_their_queue_id(
     assert server.stop() == 0  # every record is flushed by now
     records = _json_records(server.log())
 
-    queue = [r for r in records if r["logger"] == "cubequeue.queue"]
+    queue = [r for r in records if r["logger"] == "cubequeue.queue" and "queue_id" in r]
     by_id = {r.get("queue_id"): r for r in queue}
     assert set(by_id) == {cancelled, purged}, queue
     for queue_id, reason, path in (
@@ -222,3 +222,21 @@ def test_metrics_and_info_agree_after_a_cache_ttl_expires(start_server: StartSer
     assert rows["CacheItems.keys_total"] == "1"
     assert gauge(got, "cubequeue_cache_keys") == 1
     assert gauge(got, "cubequeue_cache_bytes") == size_bytes(rows["CacheItems.size_total"])
+
+
+def test_a_large_bulk_removal_is_one_summary_line(start_server: StartServer) -> None:
+    """QUEUE PURGE of many items writes its summary line, not one line per item (a small
+    one still names each item, as the test above shows)."""
+    server = start_server("--log-format", "json")
+    with pg(server) as c:
+        for i in range(25):
+            c.query(f"QUEUE ADD PRIORITY 1 'big:{i}' 'p'")
+        assert c.query("QUEUE PURGE 'big'")[-1].rows == [("25",)]
+        for i in range(25):  # later statements let the release finish
+            c.query("SELECT 1")
+    assert server.stop() == 0
+    queue = [r for r in _json_records(server.log()) if r["logger"] == "cubequeue.queue"]
+    assert not [r for r in queue if "queue_id" in r], queue
+    (summary,) = [r for r in queue if r.get("reason") == "purged"]
+    assert "25 items removed" in summary["msg"] and summary["count"] == 25
+
