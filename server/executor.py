@@ -20,7 +20,9 @@ these rules exist once:
   awaitable from a store that waits for a disk or a database, a :class:`RowStream`) comes
   back as a :class:`WaitFor`; the wire's asyncio shell awaits :meth:`Executor.complete`
   and feeds the result back to its session. The in-memory store answers with a
-  ``ResultSet`` at once, and that path creates no coroutine.
+  ``ResultSet`` at once, and that path creates no coroutine. Plain SQL that reads a system
+  table such a store answers later comes back as a :class:`PlainWait` (the same await);
+  it completes with a :class:`PlainAnswer`, the statement's whole outcome.
 
 ``RESULT_BLOCKING`` never blocks the event loop: the store answers at once or registers
 a plain callback that resolves a future when the matching ACK commits. The wait is
@@ -35,13 +37,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
-from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
@@ -60,6 +62,8 @@ __all__ = [
     "Executor",
     "Observe",
     "Origin",
+    "PlainAnswer",
+    "PlainWait",
     "Prepared",
     "Step",
     "WaitFor",
@@ -108,9 +112,10 @@ class WaitFor:
     """A step that has to wait: the wire's shell awaits ``executor.complete(wait)``.
 
     ``pending`` is what the store handed back (an awaitable or a row stream), or None
-    for a ``QUEUE RESULT_BLOCKING`` that has not reached the store yet."""
+    for a ``QUEUE RESULT_BLOCKING`` that has not reached the store yet. ``command`` is
+    None only for plain SQL (:class:`PlainWait`)."""
 
-    command: Command
+    command: Command | None
     process_id: str | None
     pending: Awaitable[ResultSet | RowStream] | RowStream | None = None
     started: float = 0.0
@@ -118,9 +123,58 @@ class WaitFor:
     text: str = ""
     origin: Origin | None = None
 
+    @property
+    def blocking(self) -> bool:
+        """A ``QUEUE RESULT_BLOCKING`` (held for as long as it waits), not a store's wait."""
+        return self.pending is None and self.command is not None
+
 
 #: what running a dialect command gives: its rows now, or a wait
 Step = ResultSet | WaitFor
+
+#: one system table as the store handed it back for a plain statement
+_Pending = Awaitable[ResultSet | RowStream]
+
+
+@dataclass(frozen=True, slots=True)
+class PlainWait(WaitFor):
+    """Plain SQL that read a system table the store answers later (a durable read that
+    saw an unwritten record, every read of the PostgreSQL store).
+
+    ``tables`` are those awaitables by table name; :meth:`Executor.complete` awaits all
+    of them together, then evaluates the statement synchronously over the frames, exactly
+    as it would have run, and completes with a :class:`PlainAnswer`."""
+
+    tables: tuple[tuple[str, _Pending], ...] = ()
+    #: the statement's plain session and its parameters as text, to evaluate it later
+    session: PlainSession | None = field(default=None, kw_only=True)
+    params: tuple[str | None, ...] = field(default=(), kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class PlainAnswer(ResultSet):
+    """What a :class:`PlainWait` completes with: a ``ResultSet`` like every wait's result
+    (its rows, so a wire that only sends rows needs nothing else: the WebSocket), carrying
+    the whole :class:`PlainOutcome` for the wire that sends tags and types (PostgreSQL)."""
+
+    outcome: PlainOutcome | None = None
+
+
+def plain_outcome(result: ResultSet) -> PlainOutcome:
+    """The outcome a completed :class:`PlainWait` carries (a wire's resume path)."""
+    assert isinstance(result, PlainAnswer) and result.outcome is not None, "a PlainWait's result"
+    return result.outcome
+
+
+class _TablesPending(Exception):  # a signal, not an error: never reaches a client
+    """Raised out of plain SQL's synchronous evaluation when the store answers a system
+    table with an awaitable: the executor turns it into a :class:`PlainWait`. Plain SQL
+    catches no exception of this kind (only its own parse errors), so it unwinds cleanly;
+    evaluation has no side effects, so it is simply run again over the fetched frames."""
+
+    def __init__(self, name: str, table: _Pending) -> None:
+        super().__init__(name)
+        self.tables = ((name, table),)
 
 
 #: default of ``--max-sql-rows``, the rows a plain SELECT may read from one system table: plain SQL is
@@ -157,13 +211,23 @@ class _PlainTables:
                 rows.extend(part)
                 self._check_rows(name, len(rows))
             return ResultSet(table.columns, rows)
-        close = getattr(table, "close", None)
-        if close is not None:  # a coroutine never awaited: say so quietly, not at GC
-            close()
-        raise InternalError(
-            f"system.{name} of the {getattr(self._store, 'kind', '?')} store "
-            "can only be read asynchronously"
-        )
+        raise _TablesPending(name, table)
+
+    async def fetch(self, name: str, table: _Pending) -> ResultSet:
+        """A table the store answered later, as a frame: the same row bound, a stream's
+        slices read one per event-loop turn."""
+        answer = await table
+        if isinstance(answer, ResultSet):
+            self._check_rows(name, len(answer.rows))
+            return answer
+        if answer.length is not None:
+            self._check_rows(name, answer.length)
+        rows: list[Row] = []
+        for part in answer.slices:
+            rows.extend(part)
+            self._check_rows(name, len(rows))
+            await asyncio.sleep(0)
+        return ResultSet(answer.columns, rows)
 
     def _check_rows(self, name: str, rows: int) -> None:
         limit = self.max_sql_rows
@@ -173,6 +237,21 @@ class _PlainTables:
                 f"(--max-sql-rows={limit}); use QUEUE LIST / PENDING / ACTIVE, or "
                 "system.queue_prefixes for counts"
             )
+
+
+class _FetchedTables(_PlainTables):
+    """The store as a :class:`PlainWait` re-evaluates over it: the frames fetched so far
+    first (a subclass, so the synchronous path pays nothing for it)."""
+
+    __slots__ = ("frames",)
+
+    def __init__(self, tables: _PlainTables, frames: dict[str, ResultSet]) -> None:
+        super().__init__(tables._store, tables.max_sql_statement_bytes, tables.max_sql_rows)
+        self.frames = frames
+
+    def system_table(self, name: str) -> ResultSet:
+        frame = self.frames.get(name)
+        return frame if frame is not None else super().system_table(name)
 
 
 class Executor:
@@ -207,10 +286,10 @@ class Executor:
         params: Sequence[str | None] = (),
         *,
         origin: Origin | None = None,
-    ) -> tuple[Command, Step] | PlainOutcome:
+    ) -> tuple[Command, Step] | PlainOutcome | PlainWait:
         """Run one statement of text: a dialect command's ``(command, step)``, or plain
-        SQL's outcome. ``binder`` supplies the dialect's placeholder values (none:
-        42P02), ``params`` plain SQL's, as text."""
+        SQL's outcome (or its wait). ``binder`` supplies the dialect's placeholder values
+        (none: 42P02), ``params`` plain SQL's, as text."""
         if not is_dialect(sql):
             return self._plain(sql, session, params, origin)
         prepared = None
@@ -244,7 +323,7 @@ class Executor:
     def plain(
         self, sql: str, session: PlainSession, params: Sequence[str | None] = (), *,
         origin: Origin | None = None,
-    ) -> PlainOutcome:
+    ) -> PlainOutcome | PlainWait:
         """A prepared plain statement with its parameters as text (the tx check included)."""
         return self._plain(sql, session, params, origin)
 
@@ -265,10 +344,14 @@ class Executor:
     def _plain(
         self, sql: str, session: PlainSession, params: Sequence[str | None],
         origin: Origin | None,
-    ) -> PlainOutcome:
+    ) -> PlainOutcome | PlainWait:
         started = time.perf_counter()
         try:
             outcome = run_plain(sql, session, self._tables, params)
+        except _TablesPending as pending:  # counted and logged once the wait ends
+            return PlainWait(None, session.process_id, started=started, text=sql,
+                             origin=origin, tables=pending.tables, session=session,
+                             params=tuple(params))
         except Exception as exc:
             self._account(_plain_command(sql), sql, _outcome_of(exc),
                           time.perf_counter() - started, origin)
@@ -349,7 +432,10 @@ class Executor:
         step still waiting after ``timeout_ms`` (the session's ``statement_timeout``;
         0: none) is canceled with 57014, so a store that stopped answering cannot wedge
         a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``."""
+        if isinstance(wait, PlainWait):
+            return await self._complete_plain(wait, timeout_ms)
         cmd = wait.command
+        assert cmd is not None, "only a PlainWait has no command"
         text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
             assert isinstance(cmd, QueueResultBlocking)
@@ -377,6 +463,55 @@ class Executor:
             raise self._internal(cmd, started, exc, text, origin) from exc
         self._finish(cmd, "ok", started, text, origin)
         return result
+
+    async def _complete_plain(self, wait: PlainWait, timeout_ms: int) -> PlainAnswer:
+        """Fetch every table the statement waits for, concurrently, then evaluate it over
+        the frames; the same ``statement_timeout`` as a store step, one count and log line."""
+        sql, origin, session = wait.text, wait.origin, wait.session
+        assert session is not None, "a PlainWait carries its session"
+        name = _plain_command(sql)
+        deadline = asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None)
+        frames: dict[str, ResultSet] = {}
+        tables = self._tables
+        try:
+            async with deadline:
+                pending = wait.tables
+                while True:  # a pass that finds another late table fetches it too
+                    if len(pending) == 1:  # one table (every plan today): no task
+                        fetched = [await tables.fetch(*pending[0])]
+                    else:
+                        fetched = await asyncio.gather(
+                            *(tables.fetch(table, answer) for table, answer in pending))
+                    frames.update(zip((table for table, _ in pending), fetched, strict=True))
+                    try:
+                        outcome = run_plain(sql, session, _FetchedTables(tables, frames),
+                                            wait.params)
+                        break
+                    except _TablesPending as more:
+                        pending = more.tables
+        except QueueError as exc:
+            self._account(name, sql, exc.sqlstate, time.perf_counter() - wait.started, origin)
+            raise
+        except asyncio.CancelledError:
+            self._account(name, sql, "57014", time.perf_counter() - wait.started, origin)
+            raise
+        except TimeoutError as exc:
+            if deadline.expired():
+                self._account(name, sql, QueryCanceled.sqlstate,
+                              time.perf_counter() - wait.started, origin)
+                raise QueryCanceled("canceling statement due to statement timeout") from None
+            raise self._plain_internal(name, wait, exc) from exc
+        except Exception as exc:
+            raise self._plain_internal(name, wait, exc) from exc
+        self._account(name, sql, "ok", time.perf_counter() - wait.started, origin)
+        result = outcome.result if outcome.result is not None else EMPTY
+        return PlainAnswer(result.columns, result.rows, outcome)
+
+    def _plain_internal(self, name: str, wait: PlainWait, exc: Exception) -> InternalError:
+        _log.error("internal error running %s", name, exc_info=exc, extra={"command": name})
+        self._account(name, wait.text, InternalError.sqlstate,
+                      time.perf_counter() - wait.started, wait.origin)
+        return InternalError(f"internal error: {exc}")
 
     async def _blocking(
         self, cmd: QueueResultBlocking, process_id: str | None, text: str,

@@ -8,7 +8,7 @@ the socket) and returns what the socket must do, in order:
   socket confirms once the client has provably read it (see ``endpoint.py``);
 * :class:`Close` — close the socket with ``code`` and ``reason``;
 * :class:`Await` — a step that has to wait (``QUEUE RESULT_BLOCKING``, a store that
-  answers later): the socket awaits ``executor.complete(await_.wait)`` and hands the
+  answers later, plain SQL over a system table it answers later): the socket awaits ``executor.complete(await_.wait)`` and hands the
   result or the error to :meth:`WsSession.settle`, which returns the Sends; if the wait
   is cancelled (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
 
@@ -190,7 +190,7 @@ class WsSession(Generic[S]):
                 return []
         answer = self._answer(message, query)
         if isinstance(answer, WaitFor):
-            blocking = answer.pending is None  # RESULT_BLOCKING, not yet at the store
+            blocking = answer.blocking  # RESULT_BLOCKING, not yet at the store
             if blocking:
                 refusal = self._blocking_refusal(len(data))
                 if refusal is not None:
@@ -262,6 +262,8 @@ class WsSession(Generic[S]):
             return self._error(message.message_id, message.connection_id, exc)
         if isinstance(answer, PlainOutcome):
             result = answer.result if answer.result is not None else EMPTY
+        elif isinstance(answer, WaitFor):  # plain SQL over a table the store answers later
+            return answer
         else:
             step = answer[1]
             if isinstance(step, WaitFor):

@@ -10,7 +10,9 @@ checks, metrics: :mod:`cubequeue.server.executor`); prepared statements and port
 in :class:`~.statements.Names`.
 
 ``handle`` returns None when the message is fully answered, or a :class:`WaitFor` when a
-step has to wait (``QUEUE RESULT_BLOCKING``, or a store that answers later): the caller
+step has to wait (``QUEUE RESULT_BLOCKING``, a store that answers later, plain SQL over a
+system table such a store answers later: a ``PlainWait``, whose result carries the
+statement's outcome; Describe never waits, it needs only the plan): the caller
 (the asyncio listener) awaits ``executor.complete(wait)`` and then calls
 :meth:`PgSession.resume` with the result or the exception (``QueryCanceled`` for a
 CancelRequest), and the session carries on exactly where it stopped, even in the middle
@@ -43,7 +45,16 @@ from cubequeue.grammar.errors import (
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.context import PG_SERVER_VERSION
 from cubequeue.server.errors import AdminShutdown, bind_count_error
-from cubequeue.server.executor import Binder, Origin, Prepared, Step, WaitFor, ends_block
+from cubequeue.server.executor import (
+    Binder,
+    Origin,
+    PlainWait,
+    Prepared,
+    Step,
+    WaitFor,
+    ends_block,
+    plain_outcome,
+)
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
 from cubequeue.server.pgwire.client import BackendDecoder
@@ -78,7 +89,7 @@ from cubequeue.server.pgwire.statements import (
 from cubequeue.server.pgwire.states import Action, Rule, SessionState, rule_for
 from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.sql import PlainOutcome, PlainSession
-from cubequeue.server.sql.copy import run_copy
+from cubequeue.server.sql.copy import parse_copy, run_copy
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
@@ -113,7 +124,7 @@ class SessionExecutor(Protocol):
         params: Sequence[str | None] = (),
         *,
         origin: Origin | None = None,
-    ) -> tuple[Command, Step] | PlainOutcome: ...
+    ) -> tuple[Command, Step] | PlainOutcome | PlainWait: ...
 
     def describe(
         self, sql: str, session: PlainSession, *, origin: Origin | None = None
@@ -127,7 +138,7 @@ class SessionExecutor(Protocol):
     def plain(
         self, sql: str, session: PlainSession, params: Sequence[str | None] = (), *,
         origin: Origin | None = None,
-    ) -> PlainOutcome: ...
+    ) -> PlainOutcome | PlainWait: ...
 
     def check_open(
         self, session: PlainSession, statement_ends_block: bool, *, text: str = "",
@@ -412,29 +423,48 @@ class PgSession:
 
     # --- simple query -----------------------------------------------------------------
 
-    def _simple_statement(self, sql: str) -> WaitFor | None:
-        """Run one statement of a simple Query; a step that waits is returned unrun."""
+    def _simple_statement(self, sql: str) -> _Run | None:
+        """Run one statement of a simple Query; one that waits is returned as the
+        generator that yields its wait and then answers it."""
         if first_word(sql) == "copy":
-            self._copy_out(sql)
-            return None
+            return self._copy_out(sql)
         answer = self.executor.statement(sql, self._session(), self.process_id,
                                          origin=self.origin)
         if isinstance(answer, PlainOutcome):
             self._plain_reply(answer)
             return None
+        if isinstance(answer, PlainWait):
+            return self._plain_wait(answer)
         command, step = answer
         if isinstance(step, WaitFor):
-            return step
+            return self._dialect_wait(command, step)
         self._dialect_reply(command, step)
         return None
 
-    def _copy_out(self, sql: str) -> None:
+    def _dialect_wait(self, command: Command, wait: WaitFor) -> _Run:
+        result = yield wait
+        self._dialect_reply(command, result)
+
+    def _plain_wait(self, wait: PlainWait) -> _Run:
+        result = yield wait
+        self._plain_reply(plain_outcome(result))
+
+    def _copy_out(self, sql: str) -> _Run | None:
         """``COPY (SELECT …) TO STDOUT`` (simple Query only, as psql's ``\\copy`` and
-        psycopg's ``copy()`` send it): CopyOutResponse, a CopyData per line, CopyDone."""
-        session = self._session()
-        out = run_copy(
-            sql, lambda query: self.executor.plain(query, session, origin=self.origin), self._tz
-        )
+        psycopg's ``copy()`` send it): CopyOutResponse, a CopyData per line, CopyDone.
+        Its query runs as any plain SELECT, so it may wait as one."""
+        answer = self.executor.plain(parse_copy(sql).query, self._session(), origin=self.origin)
+        if isinstance(answer, PlainWait):
+            return self._copy_wait(sql, answer)
+        self._copy_reply(sql, answer)
+        return None
+
+    def _copy_wait(self, sql: str, wait: PlainWait) -> _Run:
+        result = yield wait
+        self._copy_reply(sql, plain_outcome(result))
+
+    def _copy_reply(self, sql: str, outcome: PlainOutcome) -> None:
+        out = run_copy(sql, lambda _query: outcome, self._tz)
         wire = self.wire
         wire.append(encode_copy_out_response(0, (0,) * out.column_count))
         wire.extend([encode_copy_data(line) for line in out.lines])
@@ -448,23 +478,25 @@ class PgSession:
             if not statements:
                 self.wire.append(EMPTY_QUERY)
             for i, sql in enumerate(statements):
-                wait = self._simple_statement(sql)
-                if wait is not None:
-                    return self._query_rest(wait, statements[i + 1 :])
+                run = self._simple_statement(sql)
+                if run is not None:
+                    return self._query_rest(run, statements[i + 1 :])
         except Exception as exc:  # QueueError, or our bug (XX000): the session survives
             self._error(exc)
         self._ready()
         return None
 
-    def _query_rest(self, wait: WaitFor, rest: tuple[str, ...]) -> _Run:
+    def _query_rest(self, first: _Run, rest: tuple[str, ...]) -> _Run:
+        run: _Run | None = first
         try:
-            result = yield wait
-            self._dialect_reply(wait.command, result)
-            for i, sql in enumerate(rest):
-                more = self._simple_statement(sql)
-                if more is not None:
-                    yield from self._query_rest(more, rest[i + 1 :])
-                    return
+            while run is not None:
+                yield from run
+                run = None
+                for i, sql in enumerate(rest):
+                    run = self._simple_statement(sql)
+                    if run is not None:
+                        rest = rest[i + 1 :]
+                        break
         except Exception as exc:
             self._error(exc)
         self._ready()
@@ -558,13 +590,24 @@ class PgSession:
             elif stmt.kind == "empty":
                 portal.rows = []
             else:
-                self._run_plain_portal(portal)
+                answer = self.executor.plain(stmt.sql, self._session(),
+                                             [_as_text(v) for v in portal.params],
+                                             origin=self.origin)
+                if isinstance(answer, PlainWait):
+                    return self._execute_plain_wait(portal, answer, msg.max_rows)
+                self._plain_portal(portal, answer)
         self._send_portal(portal, msg.max_rows)
         return None
 
     def _execute_wait(self, portal: Portal, wait: WaitFor, max_rows: int) -> _Run:
         result = yield wait
-        self._portal_result(portal, wait.command, result)
+        assert portal.command is not None, "a dialect portal's wait"
+        self._portal_result(portal, portal.command, result)
+        self._send_portal(portal, max_rows)
+
+    def _execute_plain_wait(self, portal: Portal, wait: PlainWait, max_rows: int) -> _Run:
+        result = yield wait
+        self._plain_portal(portal, plain_outcome(result))
         self._send_portal(portal, max_rows)
 
     def _portal_result(self, portal: Portal, command: Command, result: ResultSet) -> None:
@@ -572,10 +615,7 @@ class PgSession:
         portal.counted = portal.columns is not None
         portal.rows = result.rows if portal.counted else []
 
-    def _run_plain_portal(self, portal: Portal) -> None:
-        stmt = portal.statement
-        outcome = self.executor.plain(stmt.sql, self._session(),
-                                      [_as_text(v) for v in portal.params], origin=self.origin)
+    def _plain_portal(self, portal: Portal, outcome: PlainOutcome) -> None:
         self._plain_effects(outcome)
         has_rows = outcome.result is not None and portal.columns is not None
         portal.rows = outcome.result.rows if outcome.result is not None and has_rows else []
