@@ -1,10 +1,10 @@
 """/metrics and ``SYS CACHESTORE INFO`` tell the same truths; departures are logged.
 
-Issue 8: "``SYS CACHESTORE INFO`` reports the same truths" as the gauges of ``/metrics``.
+"``SYS CACHESTORE INFO`` reports the same truths" as the gauges of ``/metrics``.
 After a scripted workload both are read and compared with each other *and* with the
 counts the workload implies, so two equally wrong sources still fail.
 
-Issue 9: "Each departure other than ``acked`` is also logged at INFO with its queue id."
+"Each departure other than ``acked`` is also logged at INFO with its queue id."
 With ``--log-format json`` the ``cubequeue.queue`` records carry ``queue_id`` and
 ``reason`` as fields; an ACK leaves no such record.
 
@@ -232,7 +232,7 @@ def test_a_large_bulk_removal_is_one_summary_line(start_server: StartServer) -> 
         for i in range(25):
             c.query(f"QUEUE ADD PRIORITY 1 'big:{i}' 'p'")
         assert c.query("QUEUE PURGE 'big'")[-1].rows == [("25",)]
-        for i in range(25):  # later statements let the release finish
+        for _ in range(25):  # later statements let the release finish
             c.query("SELECT 1")
     assert server.stop() == 0
     queue = [r for r in _json_records(server.log()) if r["logger"] == "cubequeue.queue"]
