@@ -1,4 +1,4 @@
-"""Memory one WebSocket client may hold (issue 14 items 12, 13), against the real server.
+"""Memory one WebSocket client may hold, against the real server.
 
 * The resend table is bounded in bytes per connection_id (``--max-ws-resend-bytes``) and
   in total (``--max-ws-resend-total-bytes``): an answer beyond the bound still reaches
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -72,7 +73,9 @@ class SilentClient:
         frame = encode_query(message_id, self.connection_id, sql, parameters=list(params))
         self.proto.send_binary(frame)
         self._flush()
+        deadline = time.monotonic() + 3 * TIMEOUT_S  # pings alone must not keep it waiting
         while message_id not in self.answers:
+            assert time.monotonic() < deadline, f"no answer to message {message_id}"
             for event in self._read():
                 if isinstance(event, Frame) and event.opcode is Opcode.BINARY:
                     message = decode_message(event.data)
