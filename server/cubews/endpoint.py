@@ -9,8 +9,9 @@ module only moves frames and runs waits:
   order. The receive loop only spawns tasks; it never waits on a statement, so pongs
   and ACKs keep flowing while long polls wait.
 * **Dedup confirmation.** An answer kept for resends (:mod:`.dedup`) is forgotten once
-  the client has provably read it: after the answers go out, the socket sends a ping,
-  and the pong (which the client sends only after reading every earlier frame) confirms
+  the client has provably read it: after the answers go out, the socket sends a ping
+  (at most one per ``CONFIRM_INTERVAL_S``, shared by the answers sent meanwhile), and
+  the pong (which the client sends only after reading every earlier frame) confirms
   them. Answers that were never confirmed stay for ``--ws-dedup-ttl`` seconds, within
   ``--max-ws-resend-bytes`` per connection_id and ``--max-ws-resend-total-bytes`` in
   all. A wait whose answer other sockets share outlives this socket.
@@ -58,6 +59,11 @@ _log = logging.getLogger("cubequeue.ws")
 MAX_PROCESS_ID_LEN = 64
 #: how long a confirming ping may wait for its pong before the answers stay cached
 CONFIRM_TIMEOUT_S = 30.0
+#: the shortest pause between two confirming pings of one socket: answers that go out
+#: meanwhile share the next ping. A ping per answer doubled the frames, writes and
+#: wake-ups of every statement (and made the client pong each one); answers wait this
+#: much longer in the resend table, which its byte limits bound anyway
+CONFIRM_INTERVAL_S = 0.05
 #: the longest pause between two sweeps of expired dedup answers
 MAX_SWEEP_INTERVAL_S = 5.0
 
@@ -206,9 +212,15 @@ class _Socket:
 
     async def _confirm_forever(self) -> None:
         dedup = self.endpoint.dedup
+        loop = asyncio.get_running_loop()
+        next_ping = loop.time()
         while True:
             await self._wake.wait()
+            pause = next_ping - loop.time()
+            if pause > 0:
+                await asyncio.sleep(pause)
             self._wake.clear()
+            next_ping = loop.time() + CONFIRM_INTERVAL_S
             batch, self._unconfirmed = self._unconfirmed, []
             try:
                 pong = await self.ws.ping()
