@@ -8,9 +8,10 @@ the socket) and returns what the socket must do, in order:
   socket confirms once the client has provably read it (see ``endpoint.py``);
 * :class:`Close` — close the socket with ``code`` and ``reason``;
 * :class:`Await` — a step that has to wait (``QUEUE RESULT_BLOCKING``, a store that
-  answers later, plain SQL over a system table it answers later): the socket awaits ``executor.complete(await_.wait)`` and hands the
-  result or the error to :meth:`WsSession.settle`, which returns the Sends; if the wait
-  is cancelled (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
+  answers later, plain SQL over a system table it answers later): the socket awaits
+  ``executor.complete(await_.wait)`` and hands the result or the error to
+  :meth:`WsSession.settle`, which returns the Sends; if the wait is cancelled
+  (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
 
 The rules, as Cube Store's ``http/mod.rs`` has them:
 

@@ -73,8 +73,9 @@ class Hooks:
 
 def later_context(fail: BaseException | None = None) -> tuple[Any, Later]:
     ctx = build_context(Config(test_clock=True))
-    store = Later(ctx.store.target, fail)
-    ctx.store.attach(store)
+    slot: Any = ctx.store  # the server's store slot (attach: the seam's replacement)
+    store = Later(slot.target, fail)
+    slot.attach(store)
     return ctx, store
 
 
@@ -197,7 +198,8 @@ def test_a_stuck_table_meets_the_statement_timeout() -> None:
             return asyncio.get_running_loop().create_future()
 
     async def main() -> None:
-        ctx.store.attach(Stuck(ctx.store.target))
+        slot: Any = ctx.store
+        slot.attach(Stuck(slot.target))
         wait = ctx.executor.statement(COUNT, PlainSession(server_version="15", user="u"), None)
         assert isinstance(wait, WaitFor)
         await ctx.executor.complete(wait, 50)
