@@ -114,6 +114,18 @@ class QueueSteps:
                 f"(--max-payload-bytes={limit})"
             )
 
+    def _check_extra(self, text: str, what: str) -> None:
+        """The in-memory store's cap on ``extra`` (storage/queue_commands.py), same text."""
+        limit = self._limits.max_extra_bytes
+        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
+            return
+        size = utf8_len(text)
+        if size > limit:
+            raise LimitExceeded(
+                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
+                f"(max_extra_bytes={limit})"
+            )
+
     def _check_add(self, exclusive: bool, external_id: str | None, process_id: str | None,
                    payload: str) -> None:
         if exclusive and process_id is None:
@@ -217,7 +229,10 @@ class QueueSteps:
             if not rows:
                 return EMPTY
             item_id, old = rows[0]
+            self._check_extra(json_text, "MERGE_EXTRA argument")
             merged = merge_extra(old, json_text)
+            if merged is not None and merged is not json_text:
+                self._check_extra(merged, "merged extra")
             if await self._db.fetchval(cmd.tag, _EXTRA_SWAP, item_id, old, merged):
                 return EMPTY
         raise InternalError(f"QUEUE MERGE_EXTRA lost {_SWAP_ROUNDS} races for one item")

@@ -1,10 +1,10 @@
-"""PostgresStore: the store seam over PostgreSQL, for stateless front ends (issue 17).
+"""PostgresStore: the store seam over PostgreSQL, for stateless front ends.
 
 Every QUEUE, CACHE and SYS statement is one call of a PL/pgSQL function, so one database
 transaction; the front end keeps no queue state, only its RESULT_BLOCKING waiters
 (:mod:`.waiters`) and a copy of the test clock for ``now_ms``. Frames, errors and
 SQLSTATEs are the in-memory store's (storage/store.py); the deliberate differences are
-listed in the README's topology section: eviction and the physical removal of expired rows
+listed in docs/topology.md: eviction and the physical removal of expired rows
 are done by the elected housekeeping front end (every lookup still ignores expired rows),
 and an ACK's waiter delivery happens when its event reaches the waiter's front end.
 
@@ -276,6 +276,9 @@ class PostgresStore:
         action = cmd.action
         if action in ("healthcheck", "persist"):
             await self.db.fetch(cmd.tag, "select 1")
+            return EMPTY
+        if action == "wipe":  # QUEUE TRUNCATE plus CACHE TRUNCATE, one transaction
+            await self.db.fetch(cmd.tag, "select cq_wipe()")
             return EMPTY
         if action == "compaction":
             await self.session.housekeep()

@@ -57,7 +57,8 @@ res as (
   where r.expire_ms >= n.v and not r.removed_by_event group by r.prefix)
 select coalesce(i.prefix, r.prefix)::text as prefix, coalesce(i.pending, 0),
        coalesce(i.active, 0), coalesce(r.results, 0), n.v - i.oldest, n.v - i.beat,
-       x.last_concurrency
+       x.last_concurrency, case when x.to_cancel_set then x.last_hb_timeout end,
+       case when x.to_cancel_set then x.last_orph_timeout end
 from items i full join res r on r.prefix = i.prefix cross join n
 left join cq_prefix x on x.prefix = coalesce(i.prefix, r.prefix)
 order by 1

@@ -50,6 +50,14 @@ class Backend:
         async with self.store.db.connection() as conn:
             await conn.execute(sql)
 
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """Rows of plain SQL on the PostgreSQL store's database (its internal checks)."""
+        async def rows() -> list[tuple[Any, ...]]:
+            async with self.store.db.connection() as conn:
+                return [tuple(r) for r in await conn.fetch(sql)]
+
+        return list(self.wait(rows()))
+
     def wait(self, value: Any) -> Any:
         if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
             return self.loop.run_until_complete(value)

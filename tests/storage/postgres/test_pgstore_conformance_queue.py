@@ -10,6 +10,8 @@ import pytest
 from pgstore_backend import START, Backend, BackendFactory
 
 from cubequeue.grammar.commands import (
+    CacheGet,
+    CacheSet,
     QueueAck,
     QueueAdd,
     QueueAddAndRetrieve,
@@ -23,6 +25,7 @@ from cubequeue.grammar.commands import (
     QueueRetrieve,
     QueueToCancel,
     QueueTruncate,
+    SysCachestore,
 )
 from cubequeue.grammar.errors import (
     InvalidParameterValue,
@@ -210,12 +213,94 @@ def test_queue_prefixes_table_and_last_concurrency_lifetime(backend: Backend) ->
     add(backend, "q:b")
     retrieve(backend, "q:a", 3)
     backend.advance(500)
-    assert backend.table("queue_prefixes") == [("q", 1, 1, 0, 500, 500, 3)]
+    assert backend.table("queue_prefixes") == [("q", 1, 1, 0, 500, 500, 3, None, None)]
+    backend.run(QueueToCancel(prefix="q", heartbeat_timeout=None, orphaned_timeout=7))
+    assert backend.table("queue_prefixes")[0][6:] == (3, None, None)  # ORPHANED only lists
+    backend.run(QueueToCancel(prefix="q", heartbeat_timeout=900, orphaned_timeout=800))
+    assert backend.table("queue_prefixes")[0][6:] == (3, 900, 800)
+    backend.run(QueueToCancel(prefix="q", heartbeat_timeout=600, orphaned_timeout=None))
+    assert backend.table("queue_prefixes")[0][6:] == (3, 600, None)  # STALLED clears orphaned
+    backend.run(QueueAddAndRetrieve(path="q:x", payload="p", concurrency=4))
+    assert backend.table("queue_prefixes") == [("q", 1, 2, 0, 500, 500, 4, 600, None)]
     backend.run(QueueAck(key="q:a", result=None))
     backend.run(QueueCancel(key="q:b"))
+    backend.run(QueueCancel(key="q:x"))
     assert backend.table("queue_prefixes") == []
-    add(backend, "q:c")  # the prefix lives again: what RETRIEVE said before is forgotten
-    assert backend.table("queue_prefixes") == [("q", 1, 0, 0, 0, None, None)]
+    add(backend, "q:c")  # the prefix lives again: what RETRIEVE/TO_CANCEL said is forgotten
+    assert backend.table("queue_prefixes") == [("q", 1, 0, 0, 0, None, None, None, None)]
+
+
+def test_orphaned_does_not_name_cancel_reason(backend: Backend) -> None:
+    add(backend, "q:a")
+    backend.advance(2_000)
+    assert backend.run(QueueToCancel(prefix="q", heartbeat_timeout=None, orphaned_timeout=1)) == [
+        ("a", "1")]  # fmt: skip
+    backend.run(QueueCancel(key="q:a"))
+    assert [r[2] for r in backend.table("queue_log")] == ["cancelled"]
+
+
+def test_counts_follow_every_change_and_skip_expired_items(backend: Backend) -> None:
+    """RETRIEVE's pending/active after adds, claims, expiry, ACK, CANCEL, PURGE, TRUNCATE
+    (the PostgreSQL store keeps them in counters; they must equal the in-memory counts)."""
+    for k in "abcd":
+        add(backend, f"q:{k}")
+    add(backend, "q:old", orphaned=1)  # expires 2 h after its orphaned instant
+    assert retrieve(backend, "q:a", 9) == [("p", None, 4, "a", "1")]
+    assert retrieve(backend, "q:old", 9) == [("p", None, 3, "a,old", "5")]
+    backend.advance(2 * HOUR + 1_001)  # q:old has expired, not swept
+    assert retrieve(backend, "q:b", 9) == [("p", None, 2, "a,b", "2")]
+    backend.run(QueueAck(key="q:a", result="r"))
+    backend.run(QueueCancel(key="q:c"))
+    assert retrieve(backend, "q:zz", 9) == [(None, None, 1, "b", None)]
+    assert backend.run(QueuePurge(prefix="q", status="pending")) == [(1,)]
+    assert retrieve(backend, "q:zz", 9) == [(None, None, 0, "b", None)]
+    assert add(backend, "q:old") == ("6", True, 1)  # the expired one made way
+    backend.run(QueueTruncate())
+    assert add(backend, "q:e") == ("7", True, 1)
+    assert retrieve(backend, "q:e", 1) == [("p", None, 0, "e", "7")]
+
+
+def test_merge_extra_caps_extra_at_max_extra_bytes(make_backend: BackendFactory) -> None:
+    b = make_backend(Limits(max_extra_bytes=40, clock_control=True))
+    add(b, "q:a")
+    big = '{"k":"' + "x" * 40 + '"}'
+    assert b.outcome(QueueMergeExtra(key=1, json=big)) == (
+        "error", "LimitExceeded", "54000",
+        "MERGE_EXTRA argument of 48 bytes exceeds the limit of 40 bytes (max_extra_bytes=40)")
+    b.run(QueueMergeExtra(key=1, json='{"a":"' + "y" * 20 + '"}'))
+    assert b.outcome(QueueMergeExtra(key=1, json='{"b":"' + "z" * 20 + '"}')) == (
+        "error", "LimitExceeded", "54000",
+        "merged extra of 55 bytes exceeds the limit of 40 bytes (max_extra_bytes=40)")
+    assert b.run(QueueGet(key=1)) == [("p", '{"a":"' + "y" * 20 + '"}')]  # unchanged
+    assert b.outcome(QueueMergeExtra(key=9, json=big))[0] == "rows"  # no item: ignored
+
+
+def test_merge_extra_refuses_json_nested_too_deep(backend: Backend) -> None:
+    add(backend, "q:a")
+    deep = "[" * 65 + "]" * 65
+    out = backend.outcome(QueueMergeExtra(key=1, json=deep))
+    assert out[:3] == ("error", "LimitExceeded", "54000") and "MAX_EXTRA_DEPTH=64" in out[3]
+    backend.run(QueueMergeExtra(key=1, json="[" * 64 + "]" * 64))
+    assert backend.run(QueueGet(key=1)) == [("p", "[" * 64 + "]" * 64)]
+
+
+def test_sys_cachestore_wipe_empties_queue_results_and_cache(backend: Backend) -> None:
+    add(backend, "q:a")
+    add(backend, "q:b")
+    retrieve(backend, "q:b", 2)
+    backend.run(QueueAck(key="q:b", result="r"))
+    add(backend, "q:c")
+    backend.run(CacheSet(key="c:k", value="v"))
+    assert backend.run(SysCachestore(action="wipe")) == []
+    for table in ("queue", "queue_results", "queue_prefixes", "cache"):
+        assert backend.table(table) == [], table
+    assert backend.run(QueueResult(key=2)) == []
+    assert backend.run(CacheGet(key="c:k")) == [(None,)]
+    assert [(r[0], r[2]) for r in backend.table("queue_log")] == [
+        (2, "acked"), (1, "truncated"), (3, "truncated")]
+    assert add(backend, "q:d") == ("4", True, 1)  # ids continue
+    backend.run(CacheSet(key="c:k2", value="v"))
+    assert backend.table("cache")[0][0] == "k2"
 
 
 def test_caps_answer_54000_naming_the_limit(make_backend: BackendFactory) -> None:

@@ -5,7 +5,8 @@ priorities, concurrencies, process ids and external ids, with clock advances in 
 every answer (the frame, or the error's class, SQLSTATE and message) must be identical,
 and so must the live system tables. The departure log is left out: expired items are
 logged by the memory store at its next step and by the PostgreSQL store's housekeeping
-leader, which these tests do not run.
+leader, which these tests do not run. SYS CACHESTORE WIPE is one of the rules, and the
+PostgreSQL store's per-prefix counters (cq_prefix.pending/active) must equal its rows.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from cubequeue.grammar.commands import (
     QueueResult,
     QueueRetrieve,
     QueueToCancel,
+    SysCachestore,
 )
 from cubequeue.storage.limits import Limits
 
@@ -46,6 +48,15 @@ jsons = st.sampled_from(['{"a":1}', '{"b": [1, 2]}', "null", "bad", '{"a":null}'
 results = st.sampled_from([None, "r1", "r2"])
 statuses = st.sampled_from([None, "pending", "active"])
 LIMITS = Limits(max_items=6, results_expire_ms=5_000, clock_control=True)
+
+#: prefixes whose counters differ from their rows in cq_item (expired rows included)
+COUNTER_DRIFT = """
+select x.prefix, x.items, x.pending, x.active, count(i.id), count(i.id) filter (where i.status = 0)
+from cq_prefix x left join cq_item i on i.prefix = x.prefix
+group by x.prefix, x.items, x.pending, x.active
+having x.pending <> count(i.id) filter (where i.status = 0)
+    or x.active <> count(i.id) filter (where i.status = 1) or x.items <> count(i.id)
+"""
 
 _dsn: dict[str, str] = {}
 
@@ -113,6 +124,10 @@ class StoresAgree(RuleBasedStateMachine):
     def purge(self, prefix, status) -> None:
         self.check(QueuePurge(prefix=prefix, status=status))
 
+    @rule()
+    def wipe(self) -> None:
+        self.check(SysCachestore(action="wipe"))
+
     @rule(key=paths, value=st.sampled_from(["1", "v", "41"]), ttl=st.sampled_from([None, 0, 2]),
           nx=st.booleans())
     def cache_set(self, key, value, ttl, nx) -> None:
@@ -137,6 +152,10 @@ class StoresAgree(RuleBasedStateMachine):
     def tables_agree(self) -> None:
         for name in ("queue", "queue_results", "queue_prefixes", "cache"):
             assert self.pg.table(name) == self.memory.table(name), name
+
+    @invariant()
+    def counters_match_rows(self) -> None:
+        assert self.pg.query(COUNTER_DRIFT) == []
 
 
 @pytest.fixture
