@@ -13,7 +13,8 @@ ratios):
 The database is :mod:`cubequeue.storage.postgres.cluster`'s throwaway cluster (loopback,
 ``fsync=off``: the disk's flush is not what is compared here).
 
-Usage: ``python -m bench.pgstore [--clients 16] [--queries 1500]``.
+Usage: ``python -m bench.pgstore [--clients 16] [--queries 1500] [--quick]`` (``--quick``:
+300 queries and the PostgreSQL store with one front end only).
 """
 
 from __future__ import annotations
@@ -118,7 +119,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--queries", type=int, default=1500)
+    ap.add_argument("--quick", action="store_true",
+                    help="300 queries; memory and one PostgreSQL front end only")
     args = ap.parse_args()
+    if args.quick:
+        args.queries = min(args.queries, 300)
     cfg = CycleConfig(args.clients, args.clients, False, args.queries)
     cluster = start_cluster()
     rows: list[tuple[str, dict[str, Any], float]] = []
@@ -127,7 +132,7 @@ def main() -> None:
             ("memory", [], False),
             ("postgresql, 1 front end", [cluster.create_database("bench1")], True),
             ("postgresql, 2 front ends", [cluster.create_database("bench2")], True),
-        ]
+        ][: 2 if args.quick else 3]
         for name, dsns, over_pg in setups:
             n = 2 if "2 front" in name else 1
             peers = [start_cubequeue(*(["--store", dsns[0]] if over_pg else [])) for _ in range(n)]
