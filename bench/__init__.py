@@ -1,1 +1,1 @@
-"""cubequeue benchmarks against PostgreSQL 15 and Redis 7 (issue 7); run ``python -m bench.run``."""
+"""cubequeue benchmarks against PostgreSQL 15 and Redis 7; run ``python -m bench.run``."""

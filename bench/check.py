@@ -1,4 +1,4 @@
-"""The correctness check after every run (issue 7): each query ran exactly once and got
+"""The correctness check after every run: each query ran exactly once and got
 exactly one result. Duplicates and losses are errors, and a run with errors is not a
 result: ``RunRecord.errors`` non-empty makes the caller discard the run.
 """

@@ -1,4 +1,4 @@
-"""Server CPU from /proc, summed over a whole process tree (issue 7: "server CPU µs").
+"""Server CPU from /proc, summed over a whole process tree ("server CPU µs").
 
 PostgreSQL forks a backend per connection and background workers, so the postmaster's
 own counters say little. For every live process in the tree we add

@@ -1,4 +1,4 @@
-"""Cube's own QueryQueue from npm over the path Cube really uses (issue 19).
+"""Cube's own QueryQueue from npm over the path Cube really uses.
 
 ``python -m bench.cube_queue [--quick] [--seconds S]``. Several node processes
 (``bench/queryqueue/workload.cjs``) share one queue and call ``executeInQueue`` from

@@ -1,4 +1,4 @@
-"""The QueryQueue cycle (queue-design.md), normal and fast track, over any adapter.
+"""The QueryQueue cycle, normal and fast track, over any adapter.
 
 Load is spread over ``procs`` processes (fork), each an event loop holding its share of
 the C clients plus what Cube's QueryQueue runs beside them: one debounced reconciler

@@ -1,4 +1,4 @@
-"""The fast track's saving (queue-design.md, "Fast track"): round trips from "add" to
+"""The fast track's saving (Cube's QueryQueue fast track): round trips from "add" to
 "execution starts" and the latency difference, normal path against fast track.
 
 No runs of its own: it reads the cycle runs at idle (C=1, concurrency 2: the slot is
@@ -54,7 +54,7 @@ def fast_track_rows(runs: dict[tuple[str, int, int, str], list[CycleRun]],
 
 
 def seed_table(row: FastTrackRow | None) -> list[str]:
-    """queue-design.md's "What the fast track saves per query" with our numbers."""
+    """What the fast track saves per query, with our numbers."""
     measured = (
         f"{row.rt_normal.median:.2f} RT normal vs {row.rt_fast.median:.2f} RT fast "
         f"(cubequeue, {row.load})" if row else "not measured"

@@ -1,8 +1,8 @@
-"""Grammar benchmark (issue 3): median microseconds per statement.
+"""Grammar benchmark: median microseconds per statement.
 
 Statements: a QUEUE ADD carrying a 300-byte JSON payload (uncached: a fresh payload per
 call; cached: the same text through ``parse_cached``), QUEUE RESULT_BLOCKING and CACHE GET.
-Seeded, so runs are comparable. Also the start-up cost (issue 9, "Fast start"): a fresh
+Seeded, so runs are comparable. Also the start-up cost: a fresh
 interpreter importing ``cubequeue.grammar`` and parsing one statement, median of 5.
 Run as ``python -m bench.grammar`` or ``python bench/grammar.py`` from the repository root.
 """

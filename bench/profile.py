@@ -1,4 +1,4 @@
-"""Profile the cubequeue server with py-spy while it runs the cycle (issue 7: "where a
+"""Profile the cubequeue server with py-spy while it runs the cycle ("where a
 target is missed, profile"). The profiled run is not a measurement (py-spy's sampling
 costs the server CPU) and is reported only as the share of samples per function.
 """

@@ -1,5 +1,5 @@
 """Write bench/RESULTS.md: the date, the machine, every table (median and min–max over
-the runs), the ratio lines against issue 7's targets, the profile, and the storage and
+the runs), the ratio lines against the targets, the profile, and the storage and
 grammar micro-benchmarks' own output.
 """
 
@@ -310,7 +310,7 @@ def write_results(report: Report, path: Path) -> None:
         "## How the systems are set up",
         "",
         "- **cubequeue**: `python -m cubequeue.server` with its defaults; the adapter sends "
-        "exactly queue-design.md's commands over the PostgreSQL wire (asyncpg, statements "
+        "exactly Cube's QueryQueue commands over the PostgreSQL wire (asyncpg, statements "
         "prepared once per connection): `QUEUE RESULT`, `QUEUE ADD PRIORITY` (or "
         "`QUEUE ADD_AND_RETRIEVE`), reconcile = `QUEUE LIST` + `QUEUE RETRIEVE EXTENDED "
         "CONCURRENCY` per claim, `QUEUE MERGE_EXTRA` ×2, `QUEUE HEARTBEAT`, `QUEUE ACK`, "
@@ -347,7 +347,7 @@ def write_results(report: Report, path: Path) -> None:
         "",
         *_cycle_table(report),
         "",
-        "## Fast track (queue-design.md)",
+        "## Fast track",
         "",
         *_fast_table(ft_rows),
         "",

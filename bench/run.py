@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         _log("grammar.py")
         report.extras["Grammar (bench/grammar.py)"] = _extra("grammar.py", [], 200)
         _log("startup.py")
-        report.extras["Start-up (bench/startup.py, issue 9: < 1 s)"] = _extra(
+        report.extras["Start-up (bench/startup.py: < 1 s)"] = _extra(
             "startup.py", ["--runs", "5"], 200)
     report.duration_s = time.perf_counter() - started
     out = args.out or (None if args.quick else ROOT / "RESULTS.md")

@@ -1,4 +1,4 @@
-"""Time from process start to the first successful ``SELECT 1`` (issue 9: "fast start").
+"""Time from process start to the first successful ``SELECT 1`` ("fast start").
 
 Starts ``python -m cubequeue.server`` on free ports N times, polls the PostgreSQL port
 with the stdlib client until ``SELECT 1`` answers, and prints the median and the range.

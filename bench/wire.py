@@ -1,4 +1,4 @@
-"""The wire floor: pgbench driving one statement per transaction (issue 7).
+"""The wire floor: pgbench driving one statement per transaction.
 
 ``pgbench -n -f script -M simple|extended|prepared -c 1|16|64 -T seconds -l`` against
 cubequeue (``SELECT 1``, ``QUEUE ADD``, ``QUEUE RETRIEVE``, ``QUEUE ACK``,
@@ -49,7 +49,7 @@ __all__ = ["CLIENTS", "MODES", "SELECT1_CLIENTS", "WireRun", "Workload", "cubequ
 PGBENCH = "/usr/bin/pgbench"
 MODES = ("simple", "extended", "prepared")
 CLIENTS = (1, 16)
-#: issue 19's round-trip targets are at 1 and 64 clients
+#: the round-trip targets are at 1 and 64 clients
 SELECT1_CLIENTS = (1, 16, 64)
 POOL = 60_000
 CACHE_KEYS = 10_000

@@ -1,6 +1,6 @@
 """The server's settled configuration: one frozen value built at startup.
 
-Field names are the CLI flags of ``config.md`` with dashes turned into underscores, in
+Field names are the CLI flags of the option table with dashes turned into underscores, in
 the units given there (durations in the unit the flag names: ``max_blocking_timeout`` in
 ms; ``ws_dedup_ttl``, ``results_expire`` and ``shutdown_grace`` in seconds). How flags,
 ``CUBEQUEUE_*`` and ``CUBESTORE_*`` variables are combined lives in :mod:`.options`.

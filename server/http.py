@@ -8,7 +8,7 @@ One ``websockets`` server routes every request in ``process_request``:
   missing or wrong Basic ``Authorization`` is refused with 403 ``{"error":"Not
   authorized"}`` (checked against the same users as the PostgreSQL side). The 101
   response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
-  on the features that version implies (cube-client.md §2.3). With ``--ws-allow``, a
+  on the features that version implies. With ``--ws-allow``, a
   peer outside the listed networks is refused with 403 before anything else.
 * ``/healthz`` → 200; ``/readyz`` → 200 when a real store round trip (``SYS CACHESTORE
   HEALTHCHECK``, straight to the store, not metered) answers within
@@ -24,7 +24,7 @@ One ``websockets`` server routes every request in ``process_request``:
 Message sizes: the transport's limit is twice ``--max-message-size``, so a message
 between the two still arrives whole and gets a readable HttpError naming its id; past
 the backstop the socket closes with 1009 and Cube Store's reason text, which Cube's
-client parses into ``MessageTooLargeError`` (cube-client.md §3.6). Compression is off,
+client parses into ``MessageTooLargeError``. Compression is off,
 as on Cube Store, so the size checked is the size sent.
 """
 

@@ -1,17 +1,17 @@
-"""The option table of ``config.md`` as data, and the one function that settles a Config.
+"""The option table as data, and the one function that settles a Config.
 
 Every option is a CLI flag and a ``CUBEQUEUE_*`` variable; a few also accept Cube Store's
-``CUBESTORE_*`` name in Cube Store's unit (config.md). Precedence is fixed by config.md:
+``CUBESTORE_*`` name in Cube Store's unit (the option table). Precedence is fixed:
 the flag, then ``CUBEQUEUE_*``, then ``CUBESTORE_*``, then the default (the default is the
 :class:`~cubequeue.server.config.Config` field default, so the two cannot drift apart).
 
 A bad value raises :class:`ConfigError` whose message is one line naming the option, where
-the value came from and the value (config.md: "A bad value stops startup with one line that
+the value came from and the value ("A bad value stops startup with one line that
 names the option and the value"). An empty environment variable counts as unset, because
 ``docker run -e X=`` and compose files produce them by accident.
 
 This module is imported by the console script before the server starts, so it imports only
-the standard library (issue 9: fast start).
+the standard library (fast start).
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def _directory(text: str) -> str:
 
 
 def parse_bool(text: str) -> bool:
-    """``1/true/yes/on`` and ``0/false/no/off``, any case (config.md, ``--test-clock``)."""
+    """``1/true/yes/on`` and ``0/false/no/off``, any case (``--test-clock``)."""
     value = text.strip().lower()
     if value in _TRUE:
         return True
@@ -196,7 +196,7 @@ def _mib_to_bytes(text: str) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One row of config.md's table."""
+    """One row of the option table."""
 
     field: str
     help: str
@@ -368,7 +368,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
-assert set(_BY_FIELD) == set(_DEFAULTS), "config.md table and Config fields disagree"
+assert set(_BY_FIELD) == set(_DEFAULTS), "the option table and Config fields disagree"
 
 
 # --- argparse glue --------------------------------------------------------------------
@@ -437,7 +437,7 @@ def _parse(opt: Option, parse: Parser, raw: str, source: str) -> object:
 
 def read_users_file(path: str) -> dict[str, str]:
     """``user:password`` lines; a line whose first non-blank character is ``#`` is a
-    comment, and a ``#`` anywhere else is part of the password (config.md).
+    comment, and a ``#`` anywhere else is part of the password (the option table).
 
     The password is everything after the first colon (so it may contain colons and
     ``#``), with surrounding blanks removed; blank lines are skipped; an empty password is
@@ -487,7 +487,7 @@ def read_password_file(path: str) -> str:
 
 
 def _check_together(cfg: Config) -> None:
-    """Rules that span two options (config.md: auth needs a password source; TLS pairs)."""
+    """Rules that span two options (auth needs a password source; TLS pairs)."""
     if cfg.auth != "trust" and cfg.password is None and cfg.users_file is None:
         raise ConfigError(f"invalid value for --auth: {cfg.auth!r} needs --password or "
                           "--users-file")
@@ -570,5 +570,5 @@ def _resolve_password_file(values: dict[str, object]) -> None:
 
 
 def load_config(argv: Sequence[str], environ: Mapping[str, str]) -> Config:
-    """The Config for ``argv`` (no program name) and ``environ`` (config.md precedence)."""
+    """The Config for ``argv`` (no program name) and ``environ`` (the documented precedence)."""
     return config_from(parse_flags(argv), environ)

@@ -5,7 +5,7 @@ Any project that installs cubequeue gets the ``cubequeue_server`` fixture::
     def test_orphans(cubequeue_server):
         conn = psycopg.connect(cubequeue_server.dsn)
         ...
-        cubequeue_server.advance(120_001)   # SYS CLOCK ADVANCE, no sleeping (issue 9)
+        cubequeue_server.advance(120_001)   # SYS CLOCK ADVANCE, no sleeping
 
 Each test gets a fresh server process (``python -m cubequeue.server --test-clock``) on
 free loopback ports, so a test sees an empty store and its own clock; the server is
@@ -89,7 +89,7 @@ class CubequeueServer:
         return results[-1].rows if results else []
 
     def advance(self, ms: int) -> None:
-        """Move the server's clock forward by ``ms`` (``SYS CLOCK ADVANCE``, issue 9)."""
+        """Move the server's clock forward by ``ms`` (``SYS CLOCK ADVANCE``)."""
         if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
             raise ValueError(f"advance() takes a non-negative int of ms, not {ms!r}")
         self.query(f"SYS CLOCK ADVANCE {ms}")

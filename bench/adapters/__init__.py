@@ -1,4 +1,4 @@
-"""One adapter per system; each speaks the QueryQueue cycle (queue-design.md) its own way.
+"""One adapter per system; each speaks the QueryQueue cycle its own way.
 
 ``connect(system, target)`` returns a connected ``Adapter``; ``setup(system, target)``
 prepares the server side once (PostgreSQL's schema and functions, Redis' Lua scripts).

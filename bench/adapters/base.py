@@ -2,7 +2,7 @@
 
 Every method is exactly one round trip to the server (``rt`` counts them per step) except
 ``reconcile``, whose cost is the system's own: cubequeue sends ``QUEUE LIST`` and one
-``QUEUE RETRIEVE`` per claim (queue-design.md, Cube 1.7.43), PostgreSQL one PL/pgSQL call,
+``QUEUE RETRIEVE`` per claim (Cube 1.7.43's QueryQueue), PostgreSQL one PL/pgSQL call,
 Redis one Lua script. ``wait`` is one request plus the server's push (RESULT_BLOCKING's
 row, a NOTIFY, BLPOP's reply): never a poll.
 """

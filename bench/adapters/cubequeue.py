@@ -1,4 +1,4 @@
-"""cubequeue over the PostgreSQL wire: exactly the command sequence of queue-design.md.
+"""cubequeue over the PostgreSQL wire: exactly the command sequence of Cube's QueryQueue.
 
 One asyncpg connection per adapter; every statement is prepared once at connect (Parse
 and Describe happen outside the measured window), so each step is one Bind/Execute/Sync

@@ -1,6 +1,6 @@
 """Typed WebSocket parameters (``HttpQuery.parameters``) → the values the binder takes.
 
-Cube's driver sends ``?`` values as a typed union (cube-client.md §2.2). Over this wire
+Cube's driver sends ``?`` values as a typed union. Over this wire
 the union member decides what a value means (dialect doc §8 rule 5): in a queue-key
 slot an Int64 is a numeric id and a String a path; a Null bound to ACK's result means
 "no result". Everything else is checked here, before :func:`cubequeue.grammar.bind`, so

@@ -1,10 +1,10 @@
 """Server side of PostgreSQL authentication: trust, md5 and SCRAM-SHA-256.
 
-``--auth`` picks the method (config.md); passwords come from ``--users-file`` or
+``--auth`` picks the method (the option table); passwords come from ``--users-file`` or
 ``--password`` through :meth:`ServerContext.password_for`. The exchanges are PostgreSQL
 15's ("Message Flow", "SASL Authentication"): md5 sends a 4-byte salt and expects
 ``"md5" + md5(md5(password + user) + salt)``; SCRAM-SHA-256 follows RFC 5802/7677 without
-channel binding, using ``scramp`` (postgres-wire.md §5) only for SASLprep: scramp's server
+channel binding, using ``scramp`` (PostgreSQL's protocol docs) only for SASLprep: scramp's server
 refuses the empty SCRAM user name that libpq sends (see :class:`ScramExchange`).
 
 An unknown user goes through the whole exchange and fails at its end with the same

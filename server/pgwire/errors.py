@@ -4,7 +4,7 @@ Fields follow "Error and Notice Message Fields" (PostgreSQL docs): ``S`` (locali
 severity), ``V`` (severity, never localized; since 9.6), ``C`` (SQLSTATE) and ``M`` are
 always present; ``D`` detail, ``H`` hint and ``P`` (1-based character position) when the
 error carries them. Startup and framing failures use severity FATAL and end the
-connection (postgres-wire.md §1 "Errors").
+connection (PostgreSQL's protocol docs, "Errors").
 
 The dialect's messages keep Cube Store's wording, which is the WebSocket's text
 (``docs/dialect.md`` §1.7); two parts of it only make sense there, so this wire rewrites

@@ -1,4 +1,4 @@
-"""Plain SQL on the PostgreSQL wire: session statements and system tables (issue 5).
+"""Plain SQL on the PostgreSQL wire: session statements and system tables.
 
 Pure (no asyncio, no sockets). Entry points:
 

@@ -1,6 +1,6 @@
 """Aggregates: count(*), count([DISTINCT] x), min, max, sum — typed as PostgreSQL types
 them, except ``sum(int8)``, which PostgreSQL types ``numeric``: cubequeue keeps it
-``int8`` because the wire speaks only the builtin OIDs of postgres-wire.md §1 "Types"
+``int8`` because the wire speaks only the builtin OIDs of PostgreSQL's protocol docs, "Types"
 (a queue's sums never approach 2^63)."""
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Why a compiler of our own rather than ``sqlglot.executor``: the executor goes th
 Python ``eval`` of generated code per query, loses our types (timestamps are plain ints to
 it, ``count(*)`` comes back untyped, NULL logic is Python's not SQL's) and costs
 milliseconds per call; Describe also needs every column's PostgreSQL type *without
-running* the query (issue 5, postgres-wire.md §1 "Extended query"). So each expression is
+running* the query. So each expression is
 typed once, at compile time, with PostgreSQL's rules (an untyped literal or placeholder
 takes the type of what it is compared with; ``text = integer`` is 42883), and evaluated
 with SQL's three-valued logic.

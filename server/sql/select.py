@@ -12,7 +12,7 @@ sqlglot reads ``'…'`` as standard-conforming while cubequeue's server reports
 decoded by :func:`.lexer.for_sqlglot` before parsing. A statement sqlglot cannot parse is
 42601 when it names a system table, and 0A000 otherwise (psql's ``\\d`` catalog queries use
 operators sqlglot does not know; what matters to the user is that cubequeue does not
-answer them, postgres-wire.md §2.3 "psql").
+answer them, PostgreSQL's protocol docs, "psql").
 """
 
 from __future__ import annotations

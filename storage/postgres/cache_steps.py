@@ -1,7 +1,7 @@
 """The CACHE statements on PostgreSQL, in the in-memory cache's semantics (storage/cache.py).
 
 Row ids, KEYS order, TTL, NX, INCR's i64 rules and the size cap are the same. Two
-differences are deliberate (the design's rule 13): LRU eviction beyond
+differences are deliberate (docs/topology.md): LRU eviction beyond
 ``--cache-max-keys`` / ``--cache-max-bytes`` is done by the elected housekeeping front end
 and by ``SYS CACHESTORE EVICTION``, not inside each write, so the limits are enforced
 within one housekeeping interval; and a GET hit records its use with a sequence number

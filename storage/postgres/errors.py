@@ -5,7 +5,7 @@
   the PostgreSQL wire sends as an ErrorResponse and the WebSocket wire as an error message.
 * The connection is lost *during* a statement: also 57P03, but the message says that the
   outcome is unknown. The statement is not retried on the client's behalf: an ACK that did
-  commit would answer ``success = false`` the second time (the design's rule 11).
+  commit would answer ``success = false`` the second time (docs/topology.md).
 * A serialisation failure or deadlock (40001, 40P01) rolled the call back entirely, so the
   store retries those a few times (:data:`RETRYABLE`).
 * Anything else from the database is our bug or an operator's problem: an internal error

@@ -4,7 +4,7 @@ The migrations are the package's ``migrations/NNNN_name.sql`` files, applied in 
 order. :func:`migrate` runs them in one transaction that first takes a transaction-scoped
 advisory lock, so front ends starting at the same moment queue up behind the first one and
 then find nothing left to do (the pattern BullMQ's PostgreSQL backend uses, per the design
-in the README's topology section). ``cq_schema_version`` records what was applied; every
+in docs/topology.md). ``cq_schema_version`` records what was applied; every
 file is also written to be re-runnable (``if not exists``, ``create or replace``).
 """
 

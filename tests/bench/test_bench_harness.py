@@ -1,4 +1,4 @@
-"""The benchmark harness itself (issue 7): the correctness check must catch duplicates
+"""The benchmark harness itself: the correctness check must catch duplicates
 and losses, and a tiny cycle run must pass it on every system whose binary exists.
 
 Benchmarks are not part of ``make test``; this only proves the harness can tell a good

@@ -7,7 +7,7 @@ a seeded step) and then ``CACHE SET`` on its own cache key, one command at a tim
 leaves and *acknowledged* once its reply arrived; a command in flight at the kill is
 neither known to have happened nor known not to have.
 
-The checker's rules (issue 16's kill -9 test):
+The checker's rules:
 
 * every acknowledged write is present unless an acknowledged later command removed it
   (an acknowledged ACK moves the item to the results);

@@ -1,6 +1,6 @@
 """kill -9 over both wires: a durable server is killed at seeded moments and restarted
 on the same data directory, and :mod:`killkit`'s checker compares what it holds with
-what the clients were told (issue 16's kill -9 test).
+what the clients were told.
 
 Clients on the PostgreSQL wire (psycopg 3) and on Cube Store's WebSocket
 (``tests/ws/wsclient.py``) run ADD, RETRIEVE, HEARTBEAT, ACK, RESULT_BLOCKING and CACHE

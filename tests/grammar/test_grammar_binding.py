@@ -1,4 +1,4 @@
-"""bind() and param_slots() (INTERFACES.md "grammar API", dialect doc §8 rule 5)."""
+"""bind() and param_slots() (dialect doc §8 rule 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Megabyte payloads lex in linear time (issue 3: a 64 MB '…' string must be practical).
+"""Megabyte payloads lex in linear time (a 64 MB '…' string must be practical).
 
 Bounds are generous (a busy 2-core machine); a backtracking regex would take minutes."""
 

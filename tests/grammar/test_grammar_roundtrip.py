@@ -1,5 +1,5 @@
 """Hypothesis: random commands → random text → parse → the same command; and a fuzz
-asserting that the parser only ever raises the dialect's error type (issue 3, "Show it")."""
+asserting that the parser only ever raises the dialect's error type."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per statement form of cubestore-dialect.md §3-§5 (+ §8 rule 1, issue 9)."""
+"""One test per statement form of docs/dialect.md §3-§5 (+ §8 rule 1)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ CASES = [
     ("QUEUE RESULT EXTERNAL_ID 'e' 5", QueueResult(key=5, external_id="e")),
     ("QUEUE RESULT_BLOCKING 1000 'p:1'", QueueResultBlocking(key="p:1", timeout=1000)),
     ("QUEUE RESULT_BLOCKING 1000 5", QueueResultBlocking(key=5, timeout=1000)),
-    # TRUNCATE (§3.13), PURGE (issue 9)
+    # TRUNCATE (§3.13), PURGE
     ("QUEUE TRUNCATE", QueueTruncate()),
     ("QUEUE PURGE 'p'", QueuePurge(prefix="p")),
     ("QUEUE PURGE PENDING 'p'", QueuePurge(prefix="p", status="pending")),
@@ -104,7 +104,7 @@ CASES = [
     ("CACHE TRUNCATE", CacheTruncate()),
     ("CACHE INCR 'p:PROCESSING_COUNTER'", CacheIncr(key="p:PROCESSING_COUNTER")),
     ("CACHE PURGE 'a'", CachePurge(prefix="a")),
-    # SYS (§5.1, issue 9)
+    # SYS (§5.1)
     ("SYS CACHESTORE COMPACTION", SysCachestore(action="compaction")),
     ("SYS CACHESTORE PERSIST", SysCachestore(action="persist")),
     ("SYS CACHESTORE HEALTHCHECK", SysCachestore(action="healthcheck")),

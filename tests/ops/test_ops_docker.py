@@ -1,4 +1,4 @@
-"""The Dockerfile and docker-compose.yml agree with the CLI (issue 8: no Docker engine here).
+"""The Dockerfile and docker-compose.yml agree with the CLI (no Docker engine here).
 
 Ports, environment names and the healthcheck command are checked against the option
 table itself, so renaming an option or changing a default breaks this test until the

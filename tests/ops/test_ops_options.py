@@ -1,4 +1,4 @@
-"""The option table (config.md): every row, the precedence, Cube Store's units, bad values."""
+"""The option table (the option table): every row, the precedence, Cube Store's units, bad values."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from cubequeue.server.options import (
 
 MIB = 1024 * 1024
 
-#: config.md's table, copied by hand: (flag, env, Cube Store env, default). A change to
+#: the option table, copied by hand: (flag, env, Cube Store env, default). A change to
 #: either side must be made on purpose in both.
 CONFIG_MD = [
     ("--host", "CUBEQUEUE_HOST", None, "127.0.0.1"),

@@ -1,4 +1,4 @@
-"""The PostgreSQL wire's bounds and faults (issue 14 items 14-17).
+"""The PostgreSQL wire's bounds and faults.
 
 * messages queued behind a RESULT_BLOCKING are capped by the bytes they hold (reading
   pauses), not only by their number: the protocol driven with a fake transport;

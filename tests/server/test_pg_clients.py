@@ -1,4 +1,4 @@
-"""node-postgres and pgjdbc run queue-design.md's two flows (scripts in tests/server/clients/)."""
+"""node-postgres and pgjdbc run Cube's two QueryQueue flows (scripts in tests/server/clients/)."""
 
 from __future__ import annotations
 

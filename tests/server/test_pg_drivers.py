@@ -1,6 +1,6 @@
 """Python drivers against the real server: psycopg 3, asyncpg and pg8000.
 
-Every driver runs the two flows of queue-design.md: the normal path (RESULT, ADD, LIST,
+Every driver runs Cube's two QueryQueue flows: the normal path (RESULT, ADD, LIST,
 RETRIEVE EXTENDED CONCURRENCY, MERGE_EXTRA, HEARTBEAT, ACK, with RESULT_BLOCKING woken
 from a second connection) and the fast track (ADD_AND_RETRIEVE, ACK, RESULT_BLOCKING).
 """

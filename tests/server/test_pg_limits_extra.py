@@ -6,7 +6,7 @@
 * a CancelRequest with the right pid and a wrong secret cancels nothing: the waiter is
   still registered and is woken by a later ACK (not a timing argument);
 * with ``--test-clock``, ``SYS CLOCK ADVANCE`` does not shorten a pending
-  RESULT_BLOCKING: its deadline is on real time (issue 9, "Pending RESULT_BLOCKING
+  RESULT_BLOCKING: its deadline is on real time ("Pending RESULT_BLOCKING
   deadlines stay on real time").
 
 Each test starts its own server so that the gauges it polls and the clock it moves are

@@ -1,4 +1,4 @@
-"""Issue 9 over the PostgreSQL wire: the test clock, purge, system.queue_prefixes,
+"""Over the PostgreSQL wire: the test clock, purge, system.queue_prefixes,
 system.queue_log and the hard caps — against the real server, with no sleeping to move
 time (``SYS CLOCK ADVANCE``/``FREEZE`` instead)."""
 

@@ -99,7 +99,7 @@ def test_merge_extra_first_write_verbatim() -> None:
 
 
 def test_merge_extra_first_write_validated() -> None:
-    """Issue 14 item 10: the first write used to be stored unchecked; now it is refused
+    """the first write used to be stored unchecked; now it is refused
     with 22P02 like every later one, and the item keeps no extra."""
     h = harness()
     h.add("q:a")

@@ -179,7 +179,7 @@ class Model:
         if item is None:
             return
         try:
-            new = json.loads(text)  # the first write is validated too (issue 14 item 10)
+            new = json.loads(text)  # the first write is validated too
         except ValueError:
             raise ModelError("InvalidTextRepresentation") from None
         if item["extra"] is None:

@@ -1,4 +1,4 @@
-"""Deduplication by (connection_id, message_id) (cube-client.md §3.4, issue 6).
+"""Deduplication by (connection_id, message_id).
 
 Cube's driver re-sends every unanswered message with the same ids on a new socket after
 a disconnect; the server must never run a QUEUE ADD, ACK or CACHE INCR twice. The live

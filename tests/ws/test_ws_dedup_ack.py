@@ -1,6 +1,6 @@
 """A resent QUEUE ACK runs once; ``--max-connections-per-user`` on the WebSocket side.
 
-Dedup (issue 6, cube-client.md §3.4): Cube's driver resends an unanswered message with
+Dedup: Cube's driver resends an unanswered message with
 the same (connection_id, message_id) on a new socket after a disconnect. An ACK that ran
 twice would answer ``false`` the second time (the item is gone), so a resend that gets
 ``true`` after the first run provably committed is the cached answer, not a re-run.
@@ -8,7 +8,7 @@ twice would answer ``false`` the second time (the item is gone), so a resend tha
 The dropping socket sends nothing else, so nothing the server writes to it can race the
 drop; a separate observer socket sets up the item and checks the state.
 
-Connection cap (issue 9): with ``--ws-auth basic`` the socket has a user, and the cap is
+Connection cap: with ``--ws-auth basic`` the socket has a user, and the cap is
 the registry's, shared with the PostgreSQL wire (server/context.py). The server accepts
 the upgrade, then closes the over-cap socket with 1013 (try again later) and the 53300
 message naming the option (found by experiment: the refusal comes after the 101).

@@ -1,5 +1,5 @@
 """The HTTP port: routes, the upgrade's checks and headers, size limits, shutdown
-(issue 6; cube-client.md §3.1, §3.6; config.md)."""
+(the upgrade, message size)."""
 
 from __future__ import annotations
 

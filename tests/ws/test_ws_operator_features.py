@@ -1,4 +1,4 @@
-"""Issue 9 over Cube Store's WebSocket protocol: the same clock and purge checks as over
+"""Over Cube Store's WebSocket protocol: the same clock and purge checks as over
 the PostgreSQL wire (tests/server/test_pg_operator_features.py). Every cell arrives as
 text, as Cube's driver sees it."""
 

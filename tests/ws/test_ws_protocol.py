@@ -1,5 +1,5 @@
 """Cube Store's WebSocket protocol against the real server: queries, typed parameters,
-concurrency on one socket, errors (cube-client.md §2.2, §3; dialect doc §1.4, §8 rule 5).
+concurrency on one socket, errors (dialect doc §1.4, §8 rule 5).
 
 Each test keeps to its own queue prefix and cache keys, since the server is shared.
 """
@@ -284,7 +284,7 @@ def test_plain_sql_sees_the_process_id_and_system_tables_render_timestamps(ws_se
 
 
 def test_pings_are_answered_while_long_polls_wait(ws_server) -> None:
-    """Cube's client pings every 5 s and reconnects without a pong (cube-client.md §3.5)."""
+    """Cube's client pings every 5 s and reconnects without a pong."""
     p = prefix()
 
     async def main() -> None:

@@ -1,6 +1,6 @@
 """A small Python client for Cube Store's WebSocket protocol, as Cube's driver speaks it.
 
-One socket, many messages in flight, answers matched by ``message_id`` (cube-client.md
+One socket, many messages in flight, answers matched by ``message_id`` (
 §3.2). ``connection_id`` is a uuid that survives :meth:`WsClient.reconnect`, so a test
 can resend a message with the same ids on a new socket, as Cube's driver does after a
 disconnect (§3.4). Results come back as :class:`HttpResultSet` / :class:`HttpError`.

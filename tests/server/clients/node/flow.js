@@ -1,4 +1,4 @@
-// node-postgres runs queue-design.md's two flows against cubequeue; prints "OK" on success.
+// node-postgres runs Cube's two QueryQueue flows against cubequeue; prints "OK" on success.
 // Usage: node flow.js <host> <port> <http-port> <prefix>
 'use strict';
 const assert = require('node:assert/strict');
