@@ -160,6 +160,13 @@ test('the first /load goes through cubequeue\'s queue, the second is a cache hit
 });
 
 test('concurrent identical requests run the data query once', async () => {
+  // The data query must still be running when the last of the six requests reaches Cube's
+  // queue, or a request that comes after the answer was handed out (a busy machine runs
+  // Cube's request handlers one after another) rightly runs it again: for this test the
+  // table reads through a view that takes a second.
+  await postgres.query('ALTER TABLE public.orders RENAME TO orders_data');
+  await postgres.query(
+    'CREATE VIEW public.orders AS SELECT o.* FROM public.orders_data o, pg_sleep(1) AS slow');
   try {
     const query = { measures: ['orders.amount'] };
     const answers = await Promise.all(Array.from({ length: 6 }, () => load(query)));
@@ -170,6 +177,9 @@ test('concurrent identical requests run the data query once', async () => {
     assert.deepEqual(errorsInCubeLog(), []);
   } catch (e) {
     failWithLogs(e);
+  } finally {
+    await postgres.query('DROP VIEW public.orders');
+    await postgres.query('ALTER TABLE public.orders_data RENAME TO orders');
   }
 });
 
