@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-test
 NODE_DIR := tests/node
-PG_NODE_DIR := tests/server/clients/node
+PG_NODE_DIR := tests/server/pgwire/clients/node
 CUBE_API_DIR := tests/node/cube-api
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -102,7 +102,7 @@ hadolint: install
 
 # The image's install steps in a fresh venv from a built wheel, started as its CMD/ENV would.
 docker-smoke: install
-	bash tests/ops/docker_smoke.sh
+	bash tests/server/ops/docker_smoke.sh
 
 pytest: install system-deps node-deps
 	$(VENV)/bin/pytest -q

@@ -5,7 +5,7 @@ runtime's Builder costs a few method calls and a bounds check per byte-sized ste
 (about half of a statement's server time for an empty ``QUEUE LIST``). This writer
 follows the Builder's algorithm step for step (back to front, the same alignment
 padding, the same vtable deduplication, the same ``Finish``), so the bytes are identical
-to :func:`~.codec.encode`'s (``tests/ws/test_ws_answers.py`` checks both against each
+to :func:`~.codec.encode`'s (``tests/server/cubews/test_ws_answers.py`` checks both against each
 other and against Cube Store's golden dumps); it only keeps the chunks in a list and
 joins them once, instead of moving a head through a growing bytearray.
 """

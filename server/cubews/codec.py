@@ -5,7 +5,7 @@ size prefix, no file identifier. There is no ``flatc`` step in cubequeue; the ta
 ``http_message.fbs`` are written here by hand.
 
 **Encoding** uses :class:`flatbuffers.Builder` and reproduces the byte layout of Cube
-Store's Rust code (flatc-generated builders), so ``tests/ws/test_ws_codec.py`` can
+Store's Rust code (flatc-generated builders), so ``tests/server/cubews/test_ws_codec.py`` can
 compare against the golden dumps of ``rust/cubeshared/tests/wire_compat.rs`` byte for
 byte. Two rules give that layout:
 

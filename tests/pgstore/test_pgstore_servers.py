@@ -6,18 +6,14 @@ never over-claim."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import psycopg
 from pgstore_servers import front_ends
+from wsclient import WsClient, rows
 
 from cubequeue.server.pytest_plugin import CubequeueServer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
-from wsclient import WsClient, rows
 
 TIMEOUT_S = 30.0
 
