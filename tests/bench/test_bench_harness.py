@@ -8,15 +8,11 @@ run from a bad one, in well under a minute.
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import pytest
 
 # the repository root holds the ``bench`` package; pytest puts only tests/ on the path
 # (where tests/bench would otherwise be found as a namespace package)
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench import peers
 from bench.adapters import Target, setup
 from bench.check import check_run

@@ -7,15 +7,11 @@ caught here and not in the middle of ``make bench``. Figures are printed, never 
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 # the repository root holds the ``bench`` package; pytest puts only tests/ on the path
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from bench import peers
 from bench.cube_queue import QQConfig, QQRun, deps_missing, run_queryqueue
 

@@ -21,7 +21,6 @@ import pytest
 
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pgstore"))
 from pgstore_servers import wait_serving
 from wsclient import WsClient

@@ -20,7 +20,7 @@ from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-BUILD = Path(__file__).resolve().parents[2] / "build"
+BUILD = Path(__file__).resolve().parents[3] / "build"
 #: real waits (the sampler ticks once a second): generous, never asserted as timings
 WAIT_MS = 30_000
 XSS_KEY = "<img src=x onerror=alert(1)>"
@@ -205,6 +205,6 @@ def test_basic_auth_prompt_then_the_page(browser: Browser) -> None:
 
 
 def test_screenshots_are_committed_copies() -> None:
-    docs = Path(__file__).resolve().parents[2] / "docs"
+    docs = Path(__file__).resolve().parents[3] / "docs"
     for name in ("console-overview.png", "console-prefix.png"):
         assert (docs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

@@ -12,16 +12,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # wsclient
 
 INPROC = os.environ.get("CUBEQUEUE_WS_INPROC") == "1"
 

@@ -1,6 +1,6 @@
 """Typed WebSocket parameters → bind values for the dialect, and as text for plain SQL
 (dialect doc §1.4, §8 rule 5). Pre-aggregation statements are refused by what they ask
-for (tests/sql/test_sql_refusals.py), not by a word in the text."""
+for (tests/server/sql/test_sql_refusals.py), not by a word in the text."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@
 # SMOKE_PYTHON chooses the interpreter of the fresh venv (default: python3.12, as the image).
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
 VENV_PY="${VENV_PY:-$ROOT/.venv/bin/python}"
 # The image runs python:3.12-slim, so prefer a 3.12 interpreter; otherwise the one the
 # project venv was made from (a fresh venv from it does not inherit the venv's packages).

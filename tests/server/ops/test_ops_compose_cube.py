@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CUBE_API = ROOT / "tests" / "node" / "cube-api"
 
 

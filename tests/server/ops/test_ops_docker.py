@@ -20,7 +20,7 @@ import yaml
 from cubequeue.server.config import Config
 from cubequeue.server.options import OPTIONS, load_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
 OUR_ENV = {o.env for o in OPTIONS} | {o.cubestore_env for o in OPTIONS if o.cubestore_env}

@@ -191,13 +191,13 @@ def test_scrape_refusal(mode: str, peer: str | None, authorized: bool,
 
 # --- docs/metrics.md: the stable, versioned list ---------------------------------------
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 _ROW = re.compile(r"^\| `([a-z_]+)` \| (\w+) \|([^|]*)\|", re.MULTILINE)
 
 
 def _documented() -> dict[str, tuple[str, frozenset[str]]]:
     """Every documented metric but the durable mode's own section, which an in-memory
-    store does not serve (tests/durable/test_durable_metrics.py checks that section)."""
+    store does not serve (tests/storage/durable/test_durable_metrics.py checks that section)."""
     text = DOC.read_text()
     head, durable = text.split("## Durable mode metrics", 1)
     text = head + "## " + durable.split("\n## ", 1)[1]

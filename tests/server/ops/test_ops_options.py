@@ -407,7 +407,7 @@ def test_cli_unknown_flag_is_usage_error() -> None:
 
 def test_readme_lists_every_option_with_its_variable() -> None:
     """The README's Configuration table is the user's list: every flag, with its variable."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():

@@ -307,10 +307,7 @@ def test_a_store_step_that_never_answers_meets_statement_timeout(slow_server: Sl
 def test_a_websocket_step_that_never_answers_meets_statement_timeout(
     slow_server: SlowServer,
 ) -> None:
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
     from wsclient import WsClient
 
     from cubequeue.server.cubews.messages import HttpError

@@ -1,4 +1,4 @@
-"""node-postgres and pgjdbc run Cube's two QueryQueue flows (scripts in tests/server/clients/)."""
+"""node-postgres and pgjdbc run Cube's two QueryQueue flows (scripts in tests/server/pgwire/clients/)."""
 
 from __future__ import annotations
 

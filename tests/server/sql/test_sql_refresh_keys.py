@@ -10,19 +10,15 @@ reading, and ``SYS CLOCK ADVANCE`` must move the keys.
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+from wsclient import WsClient, rows
 
 from cubequeue.server.pytest_plugin import CubequeueServer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
-from wsclient import WsClient, rows
 
 OID_INT8 = 20
 HOUR = 3600

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
+from wsclient import WsClient
 
 from cubequeue.server.pytest_plugin import CubequeueServer
 from cubequeue.server.sql.refusals import PREAGGREGATION_HINT
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
-from wsclient import WsClient
 
 READ = "SELECT `orders__count` FROM dev_pre_aggregations.orders_main_abcd1234_efgh5678_ijkl9012"
 

@@ -191,7 +191,7 @@ def test_describe_without_running(session: PlainSession) -> None:
     ("SELECT * FROM system.queue a JOIN system.cache b ON a.id = b.id", "0A000"),
     ("SELECT * FROM (SELECT 1) t", "0A000"),
     ("SELECT id FROM system.queue UNION SELECT id FROM system.cache", "0A000"),
-    # pg_catalog and information_schema are served (tests/sql/test_catalog.py)
+    # pg_catalog and information_schema are served (tests/server/sql/test_catalog.py)
     ("SELECT * FROM queue", "0A000"),
     ("SELECT pg_backend_pid()", "0A000"),
 ])

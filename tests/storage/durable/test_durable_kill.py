@@ -3,7 +3,7 @@ on the same data directory, and :mod:`killkit`'s checker compares what it holds 
 what the clients were told.
 
 Clients on the PostgreSQL wire (psycopg 3) and on Cube Store's WebSocket
-(``tests/ws/wsclient.py``) run ADD, RETRIEVE, HEARTBEAT, ACK, RESULT_BLOCKING and CACHE
+(``tests/support/wsclient.py``) run ADD, RETRIEVE, HEARTBEAT, ACK, RESULT_BLOCKING and CACHE
 SET on unique keys. The kill comes after a seeded number of acknowledged commands (no
 sleeping: the moment is a point in the command stream, not on the clock). Under
 ``--fsync always`` every acknowledged command is fsynced; under ``everysec`` it is
@@ -21,7 +21,6 @@ import logging
 import os
 import random
 import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -29,11 +28,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from killkit import CACHE_PREFIX, PREFIX, STEPS, KeyHistory, Ledger, Observed, check
+from wsclient import WsClient, rows  # tests/support is on the test path
 
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ws"))
-from wsclient import WsClient, rows  # tests/ws is not a package
 
 LONG = os.environ.get("CUBEQUEUE_LONG_TESTS") == "1"
 KILLS = 40 if LONG else 3

@@ -16,7 +16,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.store import Store
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 _ROW = re.compile(r"^\| `([a-z_]+)` \| (\w+) \|", re.MULTILINE)
 T0 = 1_700_000_000_000
 
