@@ -14,6 +14,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: install run test lint typecheck typecheck-tree pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
 
+# $(call timed,NAME,COMMAND): run COMMAND and print how long the suite NAME took
+# (make test prints one such line per suite).
+define timed
+@s=$$(date +%s); $(2); rc=$$?; echo "[time] $(1): $$(( $$(date +%s) - s )) s"; exit $$rc
+endef
+
 install: $(STAMP)
 
 $(RUN_STAMP): pyproject.toml
@@ -63,8 +69,8 @@ bench-deps: $(BENCH_QQ_DIR)/node_modules/.package-lock.json $(NODE_DIR)/node_mod
 	fi
 
 lint: install typecheck-tree
-	$(VENV)/bin/ruff check server grammar storage tests bench
-	PYTHONPATH=build/typecheck $(VENV)/bin/lint-imports
+	$(call timed,ruff,$(VENV)/bin/ruff check server grammar storage tests bench)
+	$(call timed,import-linter,PYTHONPATH=build/typecheck $(VENV)/bin/lint-imports)
 
 # mypy and import-linter cannot follow setuptools' editable import hook, so give them a
 # cubequeue/ tree of links.
@@ -73,7 +79,7 @@ typecheck-tree:
 	@for p in server grammar storage; do ln -sfn ../../../$$p build/typecheck/cubequeue/$$p; done
 
 typecheck: install typecheck-tree
-	$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage
+	$(call timed,mypy,$(VENV)/bin/mypy -p cubequeue.server -p cubequeue.grammar -p cubequeue.storage)
 
 test: install system-deps node-deps lint typecheck hadolint pytest node-test docker-smoke
 
@@ -93,29 +99,34 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 
 # Cube's real QueryQueue and cache driver against the server (node's test runner).
 node-test: install system-deps node-deps
-	node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs
+	$(call timed,node (Cube's driver and a real Cube API),node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs)
 	# the same QueryQueue/cache suites against --store postgresql://… (a throwaway PostgreSQL)
-	$(PY) tests/pgstore/node_suite.py
+	$(call timed,node over the PostgreSQL store,$(PY) tests/pgstore/node_suite.py)
 
 hadolint: install
-	$(VENV)/bin/hadolint Dockerfile
+	$(call timed,hadolint,$(VENV)/bin/hadolint Dockerfile)
 
 # The image's install steps in a fresh venv from a built wheel, started as its CMD/ENV would.
 docker-smoke: install
-	bash tests/server/ops/docker_smoke.sh
+	$(call timed,docker-smoke,bash tests/server/ops/docker_smoke.sh)
 
 pytest: install system-deps node-deps
-	$(VENV)/bin/pytest -q
+	$(call timed,pytest,$(VENV)/bin/pytest -q)
 
 bench: install bench-deps
 	$(PY) -m bench.run
 	$(PY) -m bench.stall
 	$(PY) -m bench.soak
+	$(PY) -m bench.durable
+	$(PY) -m bench.pgstore
+	$(PY) -m bench.console
 
 bench-quick: install bench-deps
 	$(PY) -m bench.run --quick
 	$(PY) -m bench.stall --quick
 	$(PY) -m bench.soak --quick
+	$(PY) -m bench.durable --quick
+	$(PY) -m bench.pgstore --quick
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules $(CUBE_API_DIR)/node_modules
