@@ -84,8 +84,9 @@ typecheck: install typecheck-tree
 test: install system-deps node-deps lint typecheck hadolint pytest node-test docker-smoke
 
 # npm test packages: Cube's own driver and orchestrator (their postinstall fetches native
-# binaries from GitHub, hence --ignore-scripts) and node-postgres.
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json $(CUBE_API_DIR)/node_modules/.package-lock.json
+# binaries from GitHub, hence --ignore-scripts), node-postgres, a real Cube API and the
+# QueryQueue bench's packages (its harness test runs the bench for 2 s).
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json $(CUBE_API_DIR)/node_modules/.package-lock.json $(BENCH_QQ_DIR)/node_modules/.package-lock.json
 
 # A real Cube API (0.35 line) for tests/node/cube-api; the native binary is not fetched.
 $(CUBE_API_DIR)/node_modules/.package-lock.json: $(CUBE_API_DIR)/package-lock.json
