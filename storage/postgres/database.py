@@ -19,7 +19,7 @@ from typing import Any
 
 import asyncpg
 
-from cubequeue.grammar.errors import InvalidParameterValue, QueueError
+from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.storage.postgres.errors import RETRYABLE, StoreUnavailable, database_error
 
 __all__ = ["Database"]
@@ -96,7 +96,11 @@ class Database:
                 if isinstance(error, StoreUnavailable):
                     self._down(exc)
                 raise error from exc
-            except _CONNECTION_ERRORS as exc:
+            except (*_CONNECTION_ERRORS, asyncpg.InternalClientError) as exc:
+                # InternalClientError: the driver's protocol state is broken, typically by a
+                # server's FATAL that reached the connection while it was idle in the pool
+                # (a dying primary) just before its socket closed: the connection is gone
+                _terminate(conn)
                 self._down(exc)
                 raise StoreUnavailable(
                     f"the connection to the queue database was lost during {command}; "
@@ -126,13 +130,25 @@ class Database:
 
 
 async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
+    """Give ``conn`` back; a failure here never changes the statement's answer.
+
+    The statement's outcome is settled before the release (its rows arrived, or its error
+    did). A release that fails (the reset query on a connection the server has just
+    terminated, or whose protocol a late FATAL broke) means a broken connection: the pool
+    terminates it and opens another on a later acquire, so it is never handed out busy.
+    """
     try:
         await pool.release(conn)
-    except (*_CONNECTION_ERRORS, asyncpg.PostgresError, QueueError):
-        # a broken connection: the pool may already have taken it back (its proxy then
-        # refuses every call), and it replaces it on the next acquire either way
-        with contextlib.suppress(asyncpg.InterfaceError):
-            conn.terminate()
+    except Exception as exc:
+        _log.debug("a broken queue database connection was dropped: %s", _describe(exc))
+        _terminate(conn)
+
+
+def _terminate(conn: asyncpg.Connection) -> None:
+    # the pool may already have taken it back (its proxy then refuses every call), and it
+    # replaces a terminated connection on the next acquire either way
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
 
 
 def _describe(exc: BaseException) -> str:

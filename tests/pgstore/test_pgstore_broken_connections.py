@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -98,7 +99,9 @@ async def _terminate_backend(dsn: str, pid: int) -> None:
         await conn.close()
 
 
-async def _with_proxy(dsn: str, body: object) -> None:
+async def _with_proxy(
+    dsn: str, body: Callable[[Database, HoldingProxy], Awaitable[None]]
+) -> None:
     parts = urlsplit(dsn)
     proxy = HoldingProxy(parts.port or 5432)
     port = await proxy.start()
@@ -106,7 +109,7 @@ async def _with_proxy(dsn: str, body: object) -> None:
                   min_size=1, max_size=1)
     await db.open()
     try:
-        await body(db, proxy)  # type: ignore[operator]
+        await body(db, proxy)
     finally:
         await db.close()
         await proxy.close()
@@ -122,11 +125,13 @@ def test_a_fatal_behind_the_last_reply_leaves_the_answer_and_drops_the_connectio
     async def body(db: Database, proxy: HoldingProxy) -> None:
         pid = await db.fetchval("test", "select pg_backend_pid()")
         proxy.hold()
-        answer = asyncio.ensure_future(db.fetchval("test", "select 41 + 1"))
-        await _terminate_backend(fresh_dsn, pid)  # runs after the reply is sent: one backend
+        # the statement is prepared already, so its one reply is Bind/Execute's; the
+        # terminate runs after it is sent (one backend, so it is answered first)
+        answer = asyncio.ensure_future(db.fetchval("test", "select pg_backend_pid()"))
+        await _terminate_backend(fresh_dsn, pid)
         await proxy.server_gone()
         await proxy.flush_but_keep_open()
-        assert await asyncio.wait_for(answer, _WAIT_S) == 42
+        assert await asyncio.wait_for(answer, _WAIT_S) == pid
         proxy.deliver_close()
         assert await db.fetchval("test", "select pg_backend_pid()") != pid
 
