@@ -102,7 +102,7 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 node-test: install system-deps node-deps
 	$(call timed,node (Cube's driver and a real Cube API),node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs)
 	# the same QueryQueue/cache suites against --store postgresql://… (a throwaway PostgreSQL)
-	$(call timed,node over the PostgreSQL store,$(PY) tests/pgstore/node_suite.py)
+	$(call timed,node over the PostgreSQL store,$(PY) tests/storage/postgres/frontends/node_suite.py)
 
 hadolint: install
 	$(call timed,hadolint,$(VENV)/bin/hadolint Dockerfile)

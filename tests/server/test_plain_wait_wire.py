@@ -12,20 +12,16 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-
-from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pgstore"))
 from pgstore_servers import wait_serving
 from wsclient import WsClient
 
 from cubequeue.server.cubews.messages import HttpResultSet
+from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
 TIMEOUT_S = 60.0
 WRITERS, ADDS = 3, 20

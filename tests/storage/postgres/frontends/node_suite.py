@@ -4,9 +4,9 @@ Starts a throwaway PostgreSQL (Debian's binaries, loopback, a temporary director
 runs each test file with its own fresh database: the node helpers start their servers with
 the flags in ``CUBEQUEUE_NODE_SERVER_ARGS``, and one file's queue, cache and test clock
 must not leak into the next. ``--front-ends 2`` is not offered: the helpers start one
-server per suite; two front ends are covered by ``tests/pgstore/test_pgstore_servers.py``.
+server per suite; two front ends are covered by ``tests/storage/postgres/frontends/test_pgstore_servers.py``.
 
-Usage: ``python tests/pgstore/node_suite.py [test files…]`` (default: every
+Usage: ``python tests/storage/postgres/frontends/node_suite.py [test files…]`` (default: every
 ``tests/node/*.test.cjs``); the exit status is the number of failed files.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cubequeue.storage.postgres.cluster import start_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 NODE_DIR = ROOT / "tests" / "node"
 
 
