@@ -32,31 +32,23 @@ from cubequeue.grammar.errors import InvalidParameterValue, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
 from cubequeue.storage.ack_results import Result
+from cubequeue.storage.checks import (
+    RETRIEVE_NEEDS_PID,
+    check_add,
+    check_extra,
+    check_payload,
+    rust_option,
+)
 from cubequeue.storage.extra_json import merge_extra
-from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
+from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
-from cubequeue.storage.sizes import utf8_len
 from cubequeue.storage.waiters import Callback, Waiter
 
 __all__ = ["QueueCommands"]
 
-_ADD_EXCLUSIVE_NEEDS_PID = (
-    "QUEUE ADD EXCLUSIVE requires a process_id in the connection context (x-process-id header)"
-)
-_RETRIEVE_NEEDS_PID = (
-    "QUEUE RETRIEVE requires a process_id in the connection context (x-process-id header)"
-)
 _RESULT_COLUMNS = QueueResult.RESULT_COLUMNS
-
-
-def _rust_option(value: str | None) -> str:
-    """Rust's Debug text of an ``Option<String>`` (the RESULT mismatch message, §3.11)."""
-    if value is None:
-        return "None"
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'Some("{escaped}")'
 
 
 class QueueCommands:
@@ -67,33 +59,6 @@ class QueueCommands:
         self._limits = limits
 
     # -- checks -------------------------------------------------------------------------
-
-    def _check_payload(self, value: str, what: str) -> None:
-        limit = self._limits.max_payload_bytes
-        if len(value) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
-            return
-        size = utf8_len(value)
-        if size > limit:
-            raise LimitExceeded(
-                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
-                f"(--max-payload-bytes={limit})"
-            )
-
-    def _check_add(
-        self, exclusive: bool, external_id: str | None, process_id: str | None, payload: str
-    ) -> None:
-        """§3.1 step 1, in Cube Store's order, then the payload cap (§6)."""
-        if exclusive and process_id is None:
-            raise InvalidParameterValue(_ADD_EXCLUSIVE_NEEDS_PID)
-        if external_id is not None and utf8_len(external_id) > MAX_EXTERNAL_ID_BYTES:
-            raise InvalidParameterValue(
-                f"external_id exceeds maximum allowed length of {MAX_EXTERNAL_ID_BYTES} characters"
-            )
-        if process_id is not None and utf8_len(process_id) > MAX_PROCESS_ID_BYTES:
-            raise InvalidParameterValue(
-                f"process_id exceeds maximum allowed length of {MAX_PROCESS_ID_BYTES} characters"
-            )
-        self._check_payload(payload, "payload")
 
     def _check_capacity(self) -> None:
         limit = self._limits.max_items
@@ -111,7 +76,7 @@ class QueueCommands:
         priority = bound_fields.num(cmd.priority)
         orphaned = bound_fields.opt_num(cmd.orphaned)
         external_id = bound_fields.opt_text(cmd.external_id)
-        self._check_add(cmd.exclusive, external_id, process_id, payload)
+        check_add(self._limits, cmd.exclusive, external_id, process_id, payload)
         existing = self._q.by_path(path)
         if existing is not None:
             return existing, False
@@ -173,7 +138,7 @@ class QueueCommands:
                 if not item.exclusive:
                     claimed = item
                 elif item.process_id is not None and process_id is None:
-                    raise InvalidParameterValue(_RETRIEVE_NEEDS_PID)
+                    raise InvalidParameterValue(RETRIEVE_NEEDS_PID)
                 elif item.process_id == process_id:
                     claimed = item
         if state is not None:
@@ -194,7 +159,7 @@ class QueueCommands:
         key = bound_fields.key(cmd.key)
         value = bound_fields.opt_text(cmd.result)
         if value is not None:
-            self._check_payload(value, "result")
+            check_payload(self._limits, value, "result")
         item = self._q.find(key)
         if item is None:
             return ResultSet(cmd.RESULT_COLUMNS, [(False,)])
@@ -269,24 +234,13 @@ class QueueCommands:
         item = self._q.find(bound_fields.key(cmd.key))
         json_text = bound_fields.text(cmd.json)
         if item is not None:
-            self._check_extra(json_text, "MERGE_EXTRA argument")
+            check_extra(self._limits, json_text, "MERGE_EXTRA argument")
             merged = merge_extra(item.extra, json_text)
             if merged is not None and merged is not json_text:
-                self._check_extra(merged, "merged extra")
+                check_extra(self._limits, merged, "merged extra")
             item.extra = merged
             self._q.note_item(item)
         return EMPTY
-
-    def _check_extra(self, text: str, what: str) -> None:
-        limit = self._limits.max_extra_bytes
-        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
-            return
-        size = utf8_len(text)
-        if size > limit:
-            raise LimitExceeded(
-                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
-                f"(max_extra_bytes={limit})"
-            )
 
     def listed(self, prefix: str, status: str | None, process_id: str | None) -> Iterator[Item]:
         """LIST/PENDING/ACTIVE items in order (§3.9), exclusive filter applied, lazily."""
@@ -358,7 +312,7 @@ class QueueCommands:
             if result is not None and external_id is not None and result.external_id != external_id:
                 raise InvalidParameterValue(
                     f"Queue result (id = {key}) external_id mismatch: expected {external_id}, "
-                    f"got {_rust_option(result.external_id)}"
+                    f"got {rust_option(result.external_id)}"
                 )
             return result
         if external_id is not None:

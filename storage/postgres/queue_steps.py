@@ -27,13 +27,19 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InternalError, InvalidParameterValue, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields as bound
+from cubequeue.storage.checks import (
+    RETRIEVE_NEEDS_PID,
+    check_add,
+    check_extra,
+    check_payload,
+    rust_option,
+)
 from cubequeue.storage.extra_json import merge_extra
-from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES, Limits
+from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.database import Database
 from cubequeue.storage.queue_item import path_key, path_prefix
-from cubequeue.storage.sizes import utf8_len
 
-__all__ = ["KeyArgs", "QueueSteps", "key_args", "rust_option", "text_arg"]
+__all__ = ["KeyArgs", "QueueSteps", "key_args", "text_arg"]
 
 _I64_MAX = 2**63 - 1
 #: an id no item has (ids start at 1): what an id outside bigint is looked up as
@@ -42,12 +48,6 @@ _NO_ID = -1
 _SWAP_ROUNDS = 32
 _STATUS = {None: None, "pending": 0, "active": 1}
 
-_ADD_EXCLUSIVE_NEEDS_PID = (
-    "QUEUE ADD EXCLUSIVE requires a process_id in the connection context (x-process-id header)"
-)
-_RETRIEVE_NEEDS_PID = (
-    "QUEUE RETRIEVE requires a process_id in the connection context (x-process-id header)"
-)
 _RESULT_COLUMNS = QueueResult.RESULT_COLUMNS
 
 _ADD = "select * from cq_add($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
@@ -84,14 +84,6 @@ def key_args(key: int | str) -> KeyArgs:
     return None, key, path_prefix(key)
 
 
-def rust_option(value: str | None) -> str:
-    """Rust's Debug text of an ``Option<String>`` (RESULT's mismatch message)."""
-    if value is None:
-        return "None"
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'Some("{escaped}")'
-
-
 class QueueSteps:
     """One method per QUEUE statement (RESULT_BLOCKING lives in the store: it waits)."""
 
@@ -101,45 +93,6 @@ class QueueSteps:
         self._db = db
         self._limits = limits
 
-    # -- checks (the in-memory store's, in its order) -----------------------------------
-
-    def _check_payload(self, value: str, what: str) -> None:
-        limit = self._limits.max_payload_bytes
-        if len(value) * 4 <= limit:
-            return
-        size = utf8_len(value)
-        if size > limit:
-            raise LimitExceeded(
-                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
-                f"(--max-payload-bytes={limit})"
-            )
-
-    def _check_extra(self, text: str, what: str) -> None:
-        """The in-memory store's cap on ``extra`` (storage/queue_commands.py), same text."""
-        limit = self._limits.max_extra_bytes
-        if len(text) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
-            return
-        size = utf8_len(text)
-        if size > limit:
-            raise LimitExceeded(
-                f"{what} of {size} bytes exceeds the limit of {limit} bytes "
-                f"(max_extra_bytes={limit})"
-            )
-
-    def _check_add(self, exclusive: bool, external_id: str | None, process_id: str | None,
-                   payload: str) -> None:
-        if exclusive and process_id is None:
-            raise InvalidParameterValue(_ADD_EXCLUSIVE_NEEDS_PID)
-        if external_id is not None and utf8_len(external_id) > MAX_EXTERNAL_ID_BYTES:
-            raise InvalidParameterValue(
-                f"external_id exceeds maximum allowed length of {MAX_EXTERNAL_ID_BYTES} characters"
-            )
-        if process_id is not None and utf8_len(process_id) > MAX_PROCESS_ID_BYTES:
-            raise InvalidParameterValue(
-                f"process_id exceeds maximum allowed length of {MAX_PROCESS_ID_BYTES} characters"
-            )
-        self._check_payload(payload, "payload")
-
     async def _add(self, cmd: QueueAdd | QueueAddAndRetrieve, process_id: str | None,
                    concurrency: int | None) -> Row:
         path = text_arg(bound.text(cmd.path), "the path")
@@ -147,7 +100,7 @@ class QueueSteps:
         priority = bound.num(cmd.priority)
         orphaned = bound.opt_num(cmd.orphaned)
         external_id = bound.opt_text(cmd.external_id)
-        self._check_add(cmd.exclusive, external_id, process_id, payload)
+        check_add(self._limits, cmd.exclusive, external_id, process_id, payload)
         if external_id is not None:
             text_arg(external_id, "the external id")
         if process_id is not None:
@@ -186,7 +139,7 @@ class QueueSteps:
             cmd.tag, _RETRIEVE, path, path_prefix(path), concurrency, process_id
         )
         if outcome == "needs_pid":
-            raise InvalidParameterValue(_RETRIEVE_NEEDS_PID)
+            raise InvalidParameterValue(RETRIEVE_NEEDS_PID)
         if outcome == "ok":
             return ResultSet(cmd.RESULT_COLUMNS, [(payload, extra, pending, active, str(id_))])
         if not cmd.extended:
@@ -197,7 +150,7 @@ class QueueSteps:
         key = bound.key(cmd.key)
         value = bound.opt_text(cmd.result)
         if value is not None:
-            self._check_payload(value, "result")
+            check_payload(self._limits, value, "result")
             text_arg(value, "the result")
         id_, path, prefix = key_args(key)
         ok = await self._db.fetchval(
@@ -229,10 +182,10 @@ class QueueSteps:
             if not rows:
                 return EMPTY
             item_id, old = rows[0]
-            self._check_extra(json_text, "MERGE_EXTRA argument")
+            check_extra(self._limits, json_text, "MERGE_EXTRA argument")
             merged = merge_extra(old, json_text)
             if merged is not None and merged is not json_text:
-                self._check_extra(merged, "merged extra")
+                check_extra(self._limits, merged, "merged extra")
             if await self._db.fetchval(cmd.tag, _EXTRA_SWAP, item_id, old, merged):
                 return EMPTY
         raise InternalError(f"QUEUE MERGE_EXTRA lost {_SWAP_ROUNDS} races for one item")
