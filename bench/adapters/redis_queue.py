@@ -113,9 +113,11 @@ _SHAS: dict[str, str] = {}
 
 
 def _client(target: Target) -> aioredis.Redis:
+    # A pooled client, not ``single_connection_client``: redis-py 8.1's single-connection
+    # mode intermittently raised KeyError(<Connection>) under the reconciler's evalsha
+    # (seen once in CI-like runs). Each adapter still uses one connection at a time.
     return aioredis.Redis(
-        host=target.host, port=target.port, single_connection_client=True,
-        decode_responses=True,
+        host=target.host, port=target.port, decode_responses=True, max_connections=4,
     )  # fmt: skip
 
 
