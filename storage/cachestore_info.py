@@ -18,7 +18,14 @@ from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item
 from cubequeue.storage.sizes import format_size, utf8_len
 
-__all__ = ["InfoRow", "item_row_size", "queue_info_rows", "result_row_size", "table_rows"]
+__all__ = [
+    "InfoRow",
+    "item_row_size",
+    "queue_info_rows",
+    "result_row_size",
+    "table_rows",
+    "totals_rows",
+]
 
 InfoRow = tuple[str, str, str | None]
 
@@ -49,6 +56,13 @@ def table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
             expired_size += size
         smallest = size if count == 1 else min(smallest, size)
         largest = max(largest, size)
+    return totals_rows(table, count, total, expired_keys, expired_size, smallest, largest)
+
+
+def totals_rows(table: str, count: int, total: int, expired_keys: int, expired_size: int,
+                smallest: int, largest: int) -> list[InfoRow]:
+    """The seven ``<table>.*`` rows from their totals (a store that sums in SQL calls
+    this directly)."""
     average = total // count if count else 0
     return [
         (f"{table}.keys_total", str(count), None),

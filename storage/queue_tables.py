@@ -66,24 +66,7 @@ def _queue_row(item: Item) -> Row:
 
 def queue_table(state: QueueState) -> ResultSet:
     """``system.queue``: every item in ascending id order; ``id`` is the key (§2.1)."""
-    rows: list[Row] = [
-        (
-            item.key,
-            item.id,
-            item.prefix,
-            item.created,
-            item.status,
-            item.priority,
-            item.heartbeat,
-            item.orphaned,
-            item.payload,
-            item.extra,
-            item.process_id,
-            item.exclusive,
-            item.external_id,
-        )
-        for item in state.items()
-    ]
+    rows: list[Row] = [_queue_row(item) for item in state.items()]
     return ResultSet(QUEUE_COLUMNS, rows)
 
 

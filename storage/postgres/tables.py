@@ -8,6 +8,7 @@ Sorting by prefix uses the "C" collation, which is the code-point order Python s
 from __future__ import annotations
 
 from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.storage.cachestore_info import InfoRow, totals_rows
 from cubequeue.storage.postgres.database import Database
 from cubequeue.storage.sizes import format_size
 from cubequeue.storage.stats import PrefixCounts, StoreStats
@@ -21,10 +22,8 @@ from cubequeue.storage.system_schemas import (
 
 __all__ = ["Tables"]
 
-InfoRow = tuple[str, str, str | None]
 
-_EXPIRED_KEYS = "Total number of keys that expired but were not truncated via compaction."
-_EXPIRED_SIZE = "Total size of keys that expired but were not truncated via compaction."
+
 _DELETE_SKIPPED = (
     "Number of rows which was scheduled for deletion (from eviction), but were deleted by "
     "another process (compaction / delete)"
@@ -112,16 +111,7 @@ where c.expire_ms is null or c.expire_ms > cq_now()
 
 def _info_rows(table: str, sizes: tuple[int, ...]) -> list[InfoRow]:
     count, total, expired_keys, expired_size, smallest, largest = sizes
-    average = total // count if count else 0
-    return [
-        (f"{table}.keys_total", str(count), None),
-        (f"{table}.size_total", format_size(total), None),
-        (f"{table}.expired_keys_total", str(expired_keys), _EXPIRED_KEYS),
-        (f"{table}.expired_size_total", format_size(expired_size), _EXPIRED_SIZE),
-        (f"{table}.min_row_size", format_size(smallest), None),
-        (f"{table}.max_row_size", format_size(largest), None),
-        (f"{table}.avg_row_size", format_size(average), None),
-    ]
+    return totals_rows(table, count, total, expired_keys, expired_size, smallest, largest)
 
 
 class Tables:
