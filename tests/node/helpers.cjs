@@ -12,7 +12,7 @@
 
 const standIn = require('./native-standin.cjs');
 
-const { spawn } = require('child_process');
+const { spawnKept } = require('./spawn-kept.cjs');
 const fs = require('fs');
 const http = require('http');
 const net = require('net');
@@ -73,49 +73,21 @@ async function startServer(extraArgs = []) {
     // extra server flags for a manual run, e.g. CUBEQUEUE_NODE_SERVER_ARGS='--cubestore-version 1.6.0'
     ...(process.env.CUBEQUEUE_NODE_SERVER_ARGS || '').split(/\s+/).filter(Boolean),
   ];
-  const child = spawn(PYTHON, args, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const keep = (chunk) => {
-    output += chunk.toString();
-    if (output.length > LOG_LIMIT) {
-      output = output.slice(-LOG_LIMIT);
-    }
-  };
-  child.stdout.on('data', keep);
-  child.stderr.on('data', keep);
-  // Never leave the server behind when the test process ends early.
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  let exited = null;
-  const exitPromise = new Promise((resolve) => {
-    child.once('exit', (code, signal) => {
-      exited = { code, signal };
-      process.removeListener('exit', killOnExit);
-      resolve(exited);
-    });
-  });
+  const proc = spawnKept(PYTHON, args, { cwd: ROOT, env }, LOG_LIMIT);
 
   const server = {
     host: '127.0.0.1',
     port,
     httpPort,
-    child,
-    log: () => output,
-    async stop() {
-      if (!exited) {
-        child.kill('SIGTERM');
-        const killTimer = setTimeout(() => child.kill('SIGKILL'), 10000);
-        await exitPromise;
-        clearTimeout(killTimer);
-      }
-      return exited;
-    },
+    child: proc.child,
+    log: proc.log,
+    stop: () => proc.stop(),
   };
 
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    if (exited) {
-      throw new Error(`cubequeue exited (${JSON.stringify(exited)}) before serving:\n${output}`);
+    if (proc.exited()) {
+      throw new Error(`cubequeue exited (${JSON.stringify(proc.exited())}) before serving:\n${proc.log()}`);
     }
     try {
       if (await httpGet(httpPort, '/healthz') === 200) {
@@ -126,7 +98,7 @@ async function startServer(extraArgs = []) {
     }
     if (Date.now() > deadline) {
       await server.stop();
-      throw new Error(`cubequeue did not answer /healthz within ${START_TIMEOUT_MS} ms:\n${output}`);
+      throw new Error(`cubequeue did not answer /healthz within ${START_TIMEOUT_MS} ms:\n${proc.log()}`);
     }
     await sleep(100);
   }

@@ -7,12 +7,14 @@
  * SQL really ran). Both are killed when the test process exits.
  */
 
-const { execFileSync, spawn } = require('child_process');
+const { execFileSync } = require('child_process');
 const fs = require('fs');
 const http = require('http');
 const net = require('net');
 const os = require('os');
 const path = require('path');
+
+const { spawnKept: spawnKeptWithLimit } = require('../spawn-kept.cjs');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
 const PYTHON = path.join(ROOT, '.venv', 'bin', 'python');
@@ -33,42 +35,8 @@ function freePort() {
   });
 }
 
-/** A child process whose output is kept (the tail) and which dies with the test. */
 function spawnKept(cmd, args, options) {
-  const child = spawn(cmd, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  const keep = (chunk) => {
-    output += chunk.toString();
-    if (output.length > LOG_LIMIT) {
-      output = output.slice(-LOG_LIMIT);
-    }
-  };
-  child.stdout.on('data', keep);
-  child.stderr.on('data', keep);
-  const killOnExit = () => child.kill('SIGKILL');
-  process.once('exit', killOnExit);
-  let exited = null;
-  const exitPromise = new Promise((resolve) => {
-    child.once('exit', (code, signal) => {
-      exited = { code, signal };
-      process.removeListener('exit', killOnExit);
-      resolve(exited);
-    });
-  });
-  return {
-    child,
-    log: () => output,
-    exited: () => exited,
-    async stop(signal = 'SIGTERM') {
-      if (!exited) {
-        child.kill(signal);
-        const killTimer = setTimeout(() => child.kill('SIGKILL'), 10000);
-        await exitPromise;
-        clearTimeout(killTimer);
-      }
-      return exited;
-    },
-  };
+  return spawnKeptWithLimit(cmd, args, options, LOG_LIMIT);
 }
 
 async function waitFor(what, proc, probe) {
