@@ -10,6 +10,7 @@ from cubequeue.grammar.errors import QueueError
 
 __all__ = [
     "AdminShutdown",
+    "ConfigurationLimitExceeded",
     "InFailedTransaction",
     "InvalidCursorName",
     "InvalidPassword",
@@ -27,6 +28,10 @@ class ProtocolViolation(QueueError, sqlstate="08P01"):
 
 class TooManyConnections(QueueError, sqlstate="53300"):
     """A connection cap, global or per user."""
+
+
+class ConfigurationLimitExceeded(QueueError, sqlstate="53400"):
+    """A per-connection cap set by configuration (``--max-prepared-statements``)."""
 
 
 class QueryCanceled(QueueError, sqlstate="57014"):

@@ -38,13 +38,12 @@ from cubequeue.grammar.commands import Command
 from cubequeue.grammar.errors import (
     FeatureNotSupported,
     InternalError,
-    LimitExceeded,
     QueueError,
     SyntaxError,
 )
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.context import PG_SERVER_VERSION
-from cubequeue.server.errors import AdminShutdown, bind_count_error
+from cubequeue.server.errors import AdminShutdown, ConfigurationLimitExceeded, bind_count_error
 from cubequeue.server.executor import (
     Binder,
     Origin,
@@ -560,7 +559,7 @@ class PgSession:
         limit = self.ctx.config.max_prepared_statements
         count = len(held) - ("" in held)
         if count >= limit:
-            raise LimitExceeded(
+            raise ConfigurationLimitExceeded(
                 f"too many named {what} on this connection ({count}): the limit is "
                 f"--max-prepared-statements ({limit}, CUBEQUEUE_MAX_PREPARED_STATEMENTS)",
                 hint="Close or DEALLOCATE the ones no longer used.",

@@ -163,7 +163,7 @@ def test_named_prepared_statements_are_capped(cubequeue_server: Any) -> None:
     with psycopg.connect(cubequeue_server.dsn, autocommit=True, prepare_threshold=0) as conn:
         for i in range(3):
             conn.execute(f"SELECT {i}", prepare=True)
-        with pytest.raises(psycopg.errors.ProgramLimitExceeded) as caught:
+        with pytest.raises(psycopg.errors.ConfigurationLimitExceeded) as caught:
             conn.execute("SELECT 3", prepare=True)
         assert "--max-prepared-statements" in str(caught.value)
         assert conn.execute("SELECT 0", prepare=True).fetchone() == (0,)  # kept ones work
@@ -180,7 +180,7 @@ def test_named_portals_are_capped(cubequeue_server: Any) -> None:
         kinds = [kind for kind, _ in got]
         assert kinds == [b"1", b"2", b"2", b"E", b"Z"]
         fields = error_fields(got[3][1])
-        assert fields["C"] == "54000" and "--max-prepared-statements" in fields["M"]
+        assert fields["C"] == "53400" and "--max-prepared-statements" in fields["M"]
         sock.sendall(query("SELECT 1"))  # the connection goes on
         assert [k for k, _ in until_ready(messages)][-1] == b"Z"
 
