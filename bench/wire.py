@@ -269,3 +269,147 @@ def run_pgbench(peer: Peer, w: Workload, mode: str, clients: int, seconds: int) 
         done = after[0] - before[0] if w.hits_sql == "active" else before[1] - after[1]
         run.hits = done / total
     return run
+
+
+# --- in-process: bytes in → bytes out, the cheapest stable A/B on a shared machine ---------
+
+#: what one pgbench transaction sends for ``SELECT 1`` in each ``-M`` mode
+INPROC_SQL = "SELECT 1"
+
+
+class _SinkTransport:
+    """Enough of an asyncio transport for :class:`PgProtocol`: writes are counted, kept last."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+        self.last = b""
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        return None
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        self.last = data
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        return None
+
+    def resume_reading(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def inproc_messages(mode: str, sql: str = INPROC_SQL) -> tuple[bytes, bytes]:
+    """(set-up bytes, one transaction's bytes) as pgbench sends them in ``mode``."""
+    from cubequeue.server.pgwire import messages as m
+    from cubequeue.server.pgwire.client import encode_frontend
+
+    def enc(*msgs: m.FrontendMessage) -> bytes:
+        return b"".join(encode_frontend(x) for x in msgs)
+
+    if mode == "simple":
+        return b"", enc(m.Query(sql))
+    if mode == "extended":
+        return b"", enc(m.Parse("", sql, ()), m.Bind("", "", (), (), ()), m.Describe("P", ""),
+                        m.Execute("", 0), m.Sync())
+    if mode == "prepared":
+        return (enc(m.Parse("P0_1", sql, ()), m.Sync()),
+                enc(m.Bind("", "P0_1", (), (), ()), m.Describe("P", ""), m.Execute("", 0),
+                    m.Sync()))
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def inproc_us(mode: str, n: int = 20_000, sql: str = INPROC_SQL, *,
+              profile: str | None = None) -> float:
+    """Server CPU µs per transaction, in-process: the real listener protocol, session,
+    executor, metrics and logging, fed one transaction's bytes per ``data_received``
+    (as pgbench's round trip delivers them), answers to a sink transport. ``profile``
+    names a file for a cProfile dump of the timed loop."""
+    from cubequeue.server.app import build_context
+    from cubequeue.server.options import load_config
+    from cubequeue.server.pgwire import messages as m
+    from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
+    from cubequeue.server.pgwire.listener import PgProtocol
+
+    async def run() -> float:
+        ctx = build_context(load_config(["--auth", "trust"], {}))
+        proto = PgProtocol(ctx, None)
+        sink = _SinkTransport()
+        proto.connection_made(sink)  # type: ignore[arg-type]  # a stand-in transport
+        proto.data_received(encode_frontend(m.StartupMessage(
+            196608, (("user", "cube"), ("database", "cube")))))
+        setup, tx = inproc_messages(mode, sql)
+        if setup:
+            proto.data_received(setup)
+        for _ in range(500):  # caches warm
+            proto.data_received(tx)
+        answer = BackendDecoder().feed(sink.last)
+        if any(isinstance(x, m.ErrorResponse) for x in answer):
+            raise RuntimeError(f"the server answered an error: {answer!r}")
+        prof = None
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        t0 = time.process_time()
+        for _ in range(n):
+            proto.data_received(tx)
+        spent = time.process_time() - t0
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
+        proto.connection_lost(None)
+        return spent / n * 1e6
+
+    return asyncio.run(run())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.wire inproc [mode…]``: in-process µs per ``SELECT 1`` transaction
+    (median of ``--reps``); ``python -m bench.wire pgbench [mode…]``: steady-state pgbench
+    ``SELECT 1`` against a fresh cubequeue (server CPU µs per statement)."""
+    import argparse
+    import statistics
+
+    ap = argparse.ArgumentParser(prog="python -m bench.wire")
+    ap.add_argument("what", choices=("inproc", "pgbench"))
+    ap.add_argument("modes", nargs="*", default=list(MODES))
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("-n", type=int, default=20_000, help="transactions per in-process rep")
+    ap.add_argument("-c", "--clients", type=int, default=1)
+    ap.add_argument("-T", "--seconds", type=int, default=5)
+    ap.add_argument("--sql", default=INPROC_SQL)
+    ap.add_argument("--profile", help="cProfile dump file (inproc, last rep)")
+    args = ap.parse_args(argv)
+    w = Workload("cubequeue", args.sql, args.sql, args.sql)
+    for mode in args.modes:
+        if args.what == "inproc":
+            figures = [inproc_us(mode, args.n, args.sql,
+                                 profile=args.profile if i == args.reps - 1 else None)
+                       for i in range(args.reps)]
+            unit = "µs/tx in-process"
+        else:
+            from bench.peers import start_cubequeue
+
+            peer = start_cubequeue()
+            try:
+                figures = [run_pgbench(peer, w, mode, args.clients, args.seconds).us_per_statement
+                           for _ in range(args.reps)]
+            finally:
+                peer.stop()
+            unit = f"server µs/stmt pgbench -c {args.clients}"
+        print(f"{mode:9} {statistics.median(figures):7.2f} {unit} "
+              f"(min {min(figures):.2f}, max {max(figures):.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
