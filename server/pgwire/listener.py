@@ -157,9 +157,23 @@ class PgProtocol(asyncio.Protocol):
             decoded = self.decoder.feed(data)
         except FramingError as exc:
             decoded = [*exc.decoded, _Fatal(exc)]
-        self._pending.extend(decoded)
-        self._pending_bytes += sum(_held_bytes(msg) for msg in decoded)
-        self._pump()
+        if self._pending or not self._free() or self.session.state is SessionState.STARTUP:
+            # startup goes the queued way: _first_packet checks that nothing follows an
+            # SSLRequest in the same read
+            self._queue(decoded)
+            self._pump()
+            return
+        # Nothing queued and nothing running (every round trip of a client that waits for
+        # its answers): handle the batch where it lies; only what is left when a step
+        # starts waiting is queued and its bytes counted, since only queued messages
+        # hold memory the reading pause has to bound.
+        for i, item in enumerate(decoded):
+            if not self._handle(item):
+                return
+            if not self._free():
+                self._queue(decoded[i + 1 :])
+                break
+        self._pumped()
 
     def eof_received(self) -> bool | None:
         """A half-closed client sends nothing more but still reads: keep the transport
@@ -215,42 +229,66 @@ class PgProtocol(asyncio.Protocol):
 
     # --- the message pump -------------------------------------------------------------
 
+    def _free(self) -> bool:
+        """The next message may be handled now: no wait or TLS upgrade runs, output flows."""
+        return self._busy is None and not self._write_paused and not self._closing
+
+    def _queue(self, items: Sequence[m.FrontendMessage | _Fatal]) -> None:
+        if items:
+            self._pending.extend(items)
+            self._pending_bytes += sum(_held_bytes(msg) for msg in items)
+
     def _pump(self) -> None:
-        session = self.session
         pending = self._pending
-        while pending and self._busy is None and not self._write_paused and not self._closing:
+        while pending and self._free():
             item = pending.popleft()
             self._pending_bytes -= _held_bytes(item)
-            if isinstance(item, _Fatal):
-                _log.info(
-                    "protocol violation from %s: %s", self.peer, item.error.message,
-                    extra={"peer": self.peer, "sqlstate": item.error.sqlstate},
-                )  # fmt: skip
-                session.fatal(item.error)
-            elif isinstance(item, m.SSLRequest | m.GSSENCRequest | m.CancelRequest):
-                self._first_packet(item)
-                continue
-            elif isinstance(item, m.StartupMessage) and self._refusal is not None:
-                session.fatal(self._refusal)
-            elif isinstance(item, m.StartupMessage) and self._refuse_plaintext():
-                user = item.get("user") or ""
-                session.fatal(InvalidAuthorizationSpecification(
-                    f'no pg_hba.conf entry for host "{self.peer.rpartition(":")[0]}", '
-                    f'user "{user}", no encryption (--tls-required)'
-                ))
-            else:
-                wait = session.handle(item)
-                if wait is not None:
-                    self._start_wait(wait)
-            if session.closed:
-                self._close()
+            if not self._handle(item):
                 return
-        if session.state is SessionState.READY and self._auth_timer is not None:
+        self._pumped()
+
+    def _handle(self, item: m.FrontendMessage | _Fatal) -> bool:
+        """One message to the session; False once the connection is closing."""
+        session = self.session
+        if type(item) not in _SPECIAL:
+            wait = session.handle(item)  # type: ignore[arg-type]  # _Fatal is in _SPECIAL
+            if wait is not None:
+                self._start_wait(wait)
+        elif isinstance(item, _Fatal):
+            _log.info(
+                "protocol violation from %s: %s", self.peer, item.error.message,
+                extra={"peer": self.peer, "sqlstate": item.error.sqlstate},
+            )  # fmt: skip
+            session.fatal(item.error)
+        elif isinstance(item, m.SSLRequest | m.GSSENCRequest | m.CancelRequest):
+            self._first_packet(item)
+            return not self._closing
+        elif isinstance(item, m.StartupMessage) and self._refusal is not None:
+            session.fatal(self._refusal)
+        elif isinstance(item, m.StartupMessage) and self._refuse_plaintext():
+            user = item.get("user") or ""
+            session.fatal(InvalidAuthorizationSpecification(
+                f'no pg_hba.conf entry for host "{self.peer.rpartition(":")[0]}", '
+                f'user "{user}", no encryption (--tls-required)'
+            ))
+        else:
+            wait = session.handle(item)
+            if wait is not None:
+                self._start_wait(wait)
+        if session.closed:
+            self._close()
+            return False
+        return True
+
+    def _pumped(self) -> None:
+        """After a batch: the login's caps, a half-closed client's close, the answers."""
+        session = self.session
+        if self._auth_timer is not None and session.state is SessionState.READY:
             self._auth_timer.cancel()
             self._auth_timer = None
             if not self._authenticated():
                 return
-        if self._eof and self._busy is None and not pending and not self._closing:
+        if self._eof and self._busy is None and not self._pending and not self._closing:
             self._close()  # half-closed: everything asked is answered
             return
         self._flush()
@@ -410,6 +448,11 @@ class PgProtocol(asyncio.Protocol):
             _log.info("closing %s: no startup within %.0f s", self.peer, AUTHENTICATION_TIMEOUT_S)
             if self.transport is not None:
                 self.transport.abort()
+
+
+#: what :meth:`PgProtocol._handle` looks at before the session sees it
+_SPECIAL: Final = frozenset({_Fatal, m.SSLRequest, m.GSSENCRequest, m.CancelRequest,
+                             m.StartupMessage})
 
 
 def _held_bytes(msg: m.FrontendMessage | _Fatal) -> int:

@@ -85,7 +85,13 @@ from cubequeue.server.pgwire.statements import (
     result_shape,
     zoned,
 )
-from cubequeue.server.pgwire.states import Action, Rule, SessionState, rule_for
+from cubequeue.server.pgwire.states import (
+    TRANSITIONS,
+    Action,
+    IllegalTransition,
+    Rule,
+    SessionState,
+)
 from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.sql import PlainOutcome, PlainSession
 from cubequeue.server.sql.copy import parse_copy, run_copy
@@ -225,13 +231,13 @@ class PgSession:
         assert self._suspended is None, "handle() while a wait is pending"
         if self.state is SessionState.CLOSED:
             return None
-        try:
-            rule = rule_for(self.state, type(msg))
-        except QueueError as exc:
-            self._fatal(exc)
+        step = _DISPATCH.get((self.state, type(msg)))
+        if step is None:
+            self._fatal(IllegalTransition(self.state, type(msg)))
             return None
+        rule, action = step
         try:
-            run = _ACTIONS[rule.action](self, msg)
+            run = action(self, msg)
         except Exception as exc:
             self._failed(rule, exc)
             return None
@@ -705,4 +711,8 @@ _ACTIONS: dict[Action, Callable[[PgSession, Any], _Run | None]] = {
     Action.FUNCTION_CALL: PgSession._function_call,
     Action.IGNORE: PgSession._ignore,
     Action.TERMINATE: PgSession._terminate,
+}
+#: the transition table with each rule's method, looked up once per message
+_DISPATCH: dict[tuple[SessionState, type], tuple[Rule, Callable[[PgSession, Any], _Run | None]]] = {
+    key: (rule, _ACTIONS[rule.action]) for key, rule in TRANSITIONS.items()
 }

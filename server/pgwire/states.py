@@ -26,6 +26,10 @@ __all__ = ["TRANSITIONS", "Action", "IllegalTransition", "Rule", "SessionState",
 
 
 class SessionState(enum.Enum):
+    # every message looks its rule up by (state, type): Enum's own __hash__ is a Python
+    # call (hash of the name), a member's identity hash is C and as good (singletons)
+    __hash__ = object.__hash__
+
     STARTUP = "startup"
     AUTH = "auth"
     READY = "ready"
@@ -35,6 +39,8 @@ class SessionState(enum.Enum):
 
 class Action(enum.Enum):
     """What the session does with a message (one method of ``PgSession`` each)."""
+
+    __hash__ = object.__hash__  # as SessionState's
 
     STARTUP = "startup"
     PASSWORD = "password"
