@@ -30,6 +30,7 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,11 +40,16 @@ from prometheus_client import (
     Counter,
     Gauge,
     GCCollector,
-    Histogram,
     ProcessCollector,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
+from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
@@ -285,6 +291,80 @@ class _WithoutCreated:
             yield family
 
 
+#: the histogram's upper bounds, +Inf last: a latency's bucket is the first bound >= it
+_BOUNDS: tuple[float, ...] = (*LATENCY_BUCKETS, float("inf"))
+
+
+class _Latency:
+    """One command label's latency histogram: per-bucket (not cumulative) counts and
+    the sum, as prometheus-client's ``Histogram`` keeps them."""
+
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * len(_BOUNDS)
+        self.sum = 0.0
+
+
+class _Tally:
+    """One (command label, outcome)'s count, with its command's histogram."""
+
+    __slots__ = ("count", "latency")
+
+    def __init__(self, latency: _Latency) -> None:
+        self.count = 0
+        self.latency = latency
+
+
+class _CommandCollector:
+    """``cubequeue_commands_total`` and ``cubequeue_command_duration_seconds`` as plain
+    numbers exported at scrape time. prometheus-client's ``Counter.inc`` and
+    ``Histogram.observe`` take a lock per value (three per statement, 5 µs of a 40 µs
+    ``SELECT 1`` round trip); these are updated by the event loop alone. The exposition
+    is the same families, samples and order as those classes produce."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], _Tally] = {}
+        self._latency: dict[str, _Latency] = {}
+
+    def tally(self, command: str, outcome: str) -> _Tally:
+        tally = self._counts.get((command, outcome))
+        if tally is None:
+            latency = self._latency.get(command)
+            if latency is None:
+                latency = self._latency[command] = _Latency()
+            tally = self._counts[(command, outcome)] = _Tally(latency)
+        return tally
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily("cubequeue_commands", _COMMANDS_HELP,
+                                  labels=["command", "outcome"])
+        yield HistogramMetricFamily("cubequeue_command_duration_seconds", _LATENCY_HELP,
+                                    labels=["command"])
+
+    def collect(self) -> Iterator[Metric]:
+        counts = CounterMetricFamily("cubequeue_commands", _COMMANDS_HELP,
+                                     labels=["command", "outcome"])
+        for (command, outcome), tally in list(self._counts.items()):
+            counts.add_metric([command, outcome], float(tally.count))
+        yield counts
+        latency = HistogramMetricFamily("cubequeue_command_duration_seconds", _LATENCY_HELP,
+                                        labels=["command"])
+        for command, hist in list(self._latency.items()):
+            running, buckets = 0, []
+            for bound, n in zip(_LE, hist.buckets, strict=True):
+                running += n
+                buckets.append((bound, float(running)))
+            latency.add_metric([command], buckets, hist.sum)
+        yield latency
+
+
+_COMMANDS_HELP = "Commands run, by command and outcome (ok or the SQLSTATE)"
+_LATENCY_HELP = "Command latency, RESULT_BLOCKING waits included"
+#: the ``le`` label of each bound, spelled as prometheus-client spells it
+_LE = tuple(floatToGoString(b) for b in _BOUNDS)
+
+
 def _accepts_gzip(accept_encoding: str) -> bool:
     """RFC 9110 §12.5.3: ``gzip`` (or ``*``) listed with a q-value above 0."""
     for item in accept_encoding.split(","):
@@ -312,18 +392,13 @@ class Metrics:
         self._connections_total = Counter("cubequeue_connections",
                                           "Client connections accepted by protocol",
                                           ["protocol"], registry=self.registry)
-        self._commands = Counter("cubequeue_commands",
-                                 "Commands run, by command and outcome (ok or the SQLSTATE)",
-                                 ["command", "outcome"], registry=self.registry)
-        self._latency = Histogram("cubequeue_command_duration_seconds",
-                                  "Command latency, RESULT_BLOCKING waits included",
-                                  ["command"], buckets=LATENCY_BUCKETS,
-                                  registry=self.registry)
+        self._commands = _CommandCollector()
+        self.registry.register(self._commands)
         for protocol in PROTOCOLS:  # export zeros before the first connection
             self._connections.labels(protocol)
             self._connections_total.labels(protocol)
         self._command_names: dict[str, str] = {}
-        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._tallies: dict[tuple[str, str], _Tally] = {}
         self._lock = threading.Lock()
         self.registry.register(_StoreCollector(store, max_label_bytes))
         self.registry.register(_DurableCollector(store))
@@ -339,16 +414,22 @@ class Metrics:
         self._connections.labels(protocol).dec()
 
     def observe_command(self, name: str, outcome: str, seconds: float) -> None:
-        # Runs for every command: resolve the labelled children once per (name, outcome)
-        # instead of calling labels() (a locked dict lookup and tuple build) each time.
-        children = self._children.get((name, outcome))
-        if children is None:
-            command = self._command_label(name)
-            children = (self._commands.labels(command, outcome), self._latency.labels(command))
-            if len(self._children) < MAX_COMMAND_LABELS * 8:
-                self._children[(name, outcome)] = children
-        children[0].inc()
-        children[1].observe(seconds)
+        """Count one command and its latency. Runs for every statement, so it is a few
+        attribute updates and one bisect (:class:`_CommandCollector`); called from the
+        event loop only (the executor's thread)."""
+        tally = self._tallies.get((name, outcome))
+        if tally is None:
+            tally = self._tally(name, outcome)
+        tally.count += 1
+        latency = tally.latency
+        latency.sum += seconds
+        latency.buckets[bisect_left(_BOUNDS, seconds)] += 1
+
+    def _tally(self, name: str, outcome: str) -> _Tally:
+        tally = self._commands.tally(self._command_label(name), outcome)
+        if len(self._tallies) < MAX_COMMAND_LABELS * 8:
+            self._tallies[(name, outcome)] = tally
+        return tally
 
     def _command_label(self, name: str) -> str:
         label = self._command_names.get(name)
