@@ -49,7 +49,6 @@ from prometheus_client.core import (
     Metric,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
-from prometheus_client.utils import floatToGoString
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
@@ -361,8 +360,9 @@ class _CommandCollector:
 
 _COMMANDS_HELP = "Commands run, by command and outcome (ok or the SQLSTATE)"
 _LATENCY_HELP = "Command latency, RESULT_BLOCKING waits included"
-#: the ``le`` label of each bound, spelled as prometheus-client spells it
-_LE = tuple(floatToGoString(b) for b in _BOUNDS)
+#: the ``le`` label of each bound, spelled as prometheus-client spells these bounds
+#: (``floatToGoString``: repr of the float, ``+Inf``)
+_LE = tuple("+Inf" if b == float("inf") else repr(float(b)) for b in _BOUNDS)
 
 
 def _accepts_gzip(accept_encoding: str) -> bool:
