@@ -32,6 +32,7 @@ from functools import partial
 from cubequeue.storage.ack_results import Result, Results
 from cubequeue.storage.deferred import DeferredWork, release_list
 from cubequeue.storage.expiry import ExpiryHeap
+from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.purge import DetachedPrefix
 from cubequeue.storage.queue_item import ID_MASK, Item, path_prefix
@@ -84,6 +85,7 @@ class QueueState:
         "post_commit",
         "prefixes",
         "results",
+        "snapshots",
         "waiters",
         "work_budget",
     )
@@ -126,6 +128,9 @@ class QueueState:
         #: durable mode: each change appends its state record here (None: in memory only;
         #: expiry is never journaled, it follows from the absolute timestamps)
         self.journal: list[tuple[object, ...]] | None = None
+        #: the listings being streamed (:mod:`.list_snapshot`): each change that alters
+        #: what a listing shows calls :meth:`note_change` first while any is open
+        self.snapshots: list[ListSnapshot] = []
 
     # -- lookups ------------------------------------------------------------------------
 
@@ -177,6 +182,18 @@ class QueueState:
 
     def peek_next_id(self) -> int:
         return self._next_id
+
+    def id_map(self) -> dict[int, Item]:
+        """The id map itself, for a listing's snapshot (:mod:`.list_snapshot`): read
+        only; a TRUNCATE swaps it for a new one and releases this one item by item."""
+        return self._by_id
+
+    def note_change(self, item: Item) -> None:
+        """``item`` is about to be claimed, merged into or removed: each open listing
+        keeps its pre-image (callers test :attr:`snapshots` first, so this costs nothing
+        while none is open)."""
+        for snapshot in self.snapshots:
+            snapshot.note(item)
 
     # -- transitions --------------------------------------------------------------------
 
@@ -284,6 +301,8 @@ class QueueState:
         """Remove ``item`` from every index and log its departure; ``in_sweep``: the sweep
         popped its expiry entry already (otherwise that entry is now dead); ``bulk``: the
         size of the bulk removal it is part of (see :class:`Departure`)."""
+        if self.snapshots:
+            self.note_change(item)
         del self._by_id[item.id]
         if self._by_path.get(item.path) is item:  # a due item's path may be taken anew
             del self._by_path[item.path]
@@ -473,7 +492,7 @@ class QueueState:
         used = 0
         by_id, by_path, hook, effects = old.by_id, old.by_path, self._on_departure, self.post_commit
         counted = by_id is self._by_id  # a TRUNCATE since has reset the hidden count
-        pending, active = old.pending, old.active
+        pending, active, snapshots = old.pending, old.active, self.snapshots
         while used < budget and (pending or active):
             if pending:
                 item = by_id.pop(pending.pop() & ID_MASK, None)
@@ -483,6 +502,8 @@ class QueueState:
             used += 1
             if item is None:  # a TRUNCATE's release took it first
                 continue
+            if snapshots:  # a listing that began before the purge still shows it
+                self.note_change(item)
             if by_path.get(item.path) is item:
                 del by_path[item.path]
             if counted:
@@ -511,8 +532,11 @@ class QueueState:
         first), then paths, prefix indexes, heaps and results."""
         used = 0
         by_id, hook, effects = old.by_id, self._on_departure, self.post_commit
+        snapshots = self.snapshots
         while by_id and used < budget:
             _, item = by_id.popitem()
+            if snapshots:  # a listing that began before the TRUNCATE still shows it
+                self.note_change(item)
             if hook is not None:
                 effects.append(partial(hook, Departure.of(item, "truncated", now, old.count)))
             used += 1

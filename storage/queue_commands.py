@@ -40,7 +40,9 @@ from cubequeue.storage.checks import (
     rust_option,
 )
 from cubequeue.storage.extra_json import merge_extra
+from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
+from cubequeue.storage.list_snapshot import ListStream
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_item import Item, path_prefix
 from cubequeue.storage.queue_log import Reason
@@ -120,6 +122,8 @@ class QueueCommands:
         if not claim:
             row: Row = (str(item.id), added, state.pending_count, state.active_text(), None, None)
             return ResultSet(cmd.RESULT_COLUMNS, [row])
+        if self._q.snapshots:
+            self._q.note_change(item)
         active = state.activate(item, now)
         self._q.note_item(item)
         row = (str(item.id), added, state.pending_count, active, item.payload, item.extra)
@@ -148,6 +152,8 @@ class QueueCommands:
                 return ResultSet(cmd.RESULT_COLUMNS, [])
             active = None if state is None else state.active_text()
             return ResultSet(cmd.RESULT_COLUMNS, [(None, None, pending, active, None)])
+        if self._q.snapshots:
+            self._q.note_change(claimed)
         active = state.activate(claimed, now)
         self._q.note_item(claimed)
         row = (claimed.payload, claimed.extra, pending - 1, active, str(claimed.id))
@@ -238,6 +244,8 @@ class QueueCommands:
             merged = merge_extra(item.extra, json_text)
             if merged is not None and merged is not json_text:
                 check_extra(self._limits, merged, "merged extra")
+            if self._q.snapshots:
+                self._q.note_change(item)
             item.extra = merged
             self._q.note_item(item)
         return EMPTY
@@ -271,8 +279,25 @@ class QueueCommands:
             rows.append((*row, item.payload) if with_payload else row)
         return rows
 
-    def queue_list(self, cmd: QueueList, process_id: str | None, now: int) -> ResultSet:
-        rows = self.list_rows(bound_fields.text(cmd.prefix), cmd.status, cmd.with_payload, process_id)
+    def queue_list(
+        self, cmd: QueueList, process_id: str | None, now: int
+    ) -> ResultSet | RowStream:
+        """§3.9: a frame, or above one work budget a stream of the rows at this step
+        (:mod:`.list_snapshot`), so no listing holds the event loop for long."""
+        prefix = bound_fields.text(cmd.prefix)
+        state = self._q.prefixes.get(prefix)
+        status = cmd.status
+        if state is not None:
+            count = ((0 if status == "active" else state.pending_count)
+                     + (0 if status == "pending" else state.active_count))
+            budget = self._limits.work_budget
+            if count > budget:
+                q = self._q
+                slices = ListStream(state, status, cmd.with_payload, process_id,
+                                    by_id=q.id_map(), next_id=q.peek_next_id(),
+                                    snapshots=q.snapshots, budget=budget)
+                return RowStream(cmd.result_columns(), slices)
+        rows = self.list_rows(prefix, status, cmd.with_payload, process_id)
         return ResultSet(cmd.result_columns(), rows)
 
     def queue_to_cancel(self, cmd: QueueToCancel, process_id: str | None, now: int) -> ResultSet:

@@ -79,7 +79,7 @@ _log = logging.getLogger("cubequeue.queue")
 
 _CLOCK_DISABLED = "clock control is disabled; start the server with --test-clock"
 
-_Handler = Callable[..., ResultSet]
+_Handler = Callable[..., ResultSet | RowStream]
 _C = TypeVar("_C", bound=Command)
 
 
@@ -154,8 +154,9 @@ class Store:
             except Exception:
                 _log.exception("post-commit callback failed")
 
-    def execute(self, cmd: Command, process_id: str | None = None) -> ResultSet:
-        """Run one bound command (anything but RESULT_BLOCKING) as one atomic step."""
+    def execute(self, cmd: Command, process_id: str | None = None) -> ResultSet | RowStream:
+        """Run one bound command (anything but RESULT_BLOCKING) as one atomic step; a
+        listing larger than one work budget is a :class:`RowStream` of that step's rows."""
         handler = self._dispatch.get(type(cmd))
         if handler is None:
             if isinstance(cmd, QueueResultBlocking):

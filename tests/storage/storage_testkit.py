@@ -22,6 +22,7 @@ from cubequeue.grammar.commands import (
 )
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
+from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.store import Store
@@ -38,10 +39,12 @@ class Harness:
     departures: list[Departure] = field(default_factory=list)
 
     def run(self, cmd: Command, pid: str | None = None) -> list[Row]:
-        return self.store.execute(cmd, pid).rows
+        return self.frame(cmd, pid).rows
 
     def frame(self, cmd: Command, pid: str | None = None) -> ResultSet:
-        return self.store.execute(cmd, pid)
+        """The step's frame (a listing streamed above the work budget is collected)."""
+        result = self.store.execute(cmd, pid)
+        return result.collect() if isinstance(result, RowStream) else result
 
     def advance(self, ms: int) -> None:
         self.clock.advance(ms)
