@@ -39,7 +39,16 @@ from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.parser import parse, parse_template
 from cubequeue.grammar.results import Column
 from cubequeue.grammar.templates import Template
-from cubequeue.grammar.tokens import LITERAL_KINDS, tokenize
+from cubequeue.grammar.tokens import (
+    BT,
+    DOLLAR,
+    DQ,
+    ESTRING,
+    NUMBER,
+    STRING,
+    literal_runs,
+    tokenize,
+)
 
 __all__ = [
     "MAX_CACHE_BYTES",
@@ -61,23 +70,47 @@ MAX_EXACT_TEXT = 1024
 MAX_EXACT_BYTES = 2 * 1024 * 1024
 #: what a template and its bookkeeping cost besides the key (a generous estimate)
 _ENTRY_OVERHEAD = 2048
-#: marks a literal in a shape key (never in a word, which is all a key holds besides)
-_LITERAL = "\x01"
+#: a literal in a shape key, by kind (the rest of a key is ASCII-blank-collapsed text,
+#: which never holds \x01: ``literal_runs`` leaves such text to the slow way)
+_MARKS = {STRING: "\x01S", ESTRING: "\x01E", DQ: "\x01D", BT: "\x01B", DOLLAR: "\x01$", NUMBER: "\x01N"}
+#: slots of the exact-text map's doorkeeper (see :meth:`StatementCache.prepare`)
+_SEEN_SLOTS = 4096
 
 
-def shape_of(sql: str) -> tuple[str, list[str]]:
-    """``sql``'s shape key and its literal token texts, in order."""
+def _collapse(run: str) -> str:
+    """A run between literals with its blanks collapsed: ``CACHE  SET`` and ``CACHE SET``
+    share a shape. Only for ASCII runs, where ``str.split`` splits at exactly the
+    tokenizer's blanks (``literal_runs`` keeps \x1c-\x1f out of runs)."""
+    return " ".join(run.split()) if run.isascii() else run
+
+
+def shape_of(sql: str) -> tuple[str, list[str]] | None:
+    """``sql``'s shape key and its literal token texts, in order; ``None`` for a
+    statement the tokenizer cannot finish (an unterminated literal or comment), which
+    only a parse can word.
+
+    One regex match per literal (``tokens.literal_runs``). Text with a comment (or an
+    operator that scan leaves out) is first rewritten as its tokens joined by single
+    spaces, which tokenizes the same, so comments are not part of the shape either.
+    """
+    cut = literal_runs(sql)
+    if cut is None:
+        tokens = [sql[start:end] for _kind, start, end in tokenize(sql)]
+        cut = literal_runs(" ".join(tokens))
+        if cut is None:
+            return None
+    runs, literals = cut
     parts: list[str] = []
-    literals: list[str] = []
+    texts: list[str] = []
     add_part = parts.append
-    add_literal = literals.append
-    for kind, start, end in tokenize(sql):
-        if kind in LITERAL_KINDS:
-            add_part(_LITERAL + kind)
-            add_literal(sql[start:end])
-        else:
-            add_part(sql[start:end])
-    return "\x00".join(parts), literals
+    add_text = texts.append
+    marks = _MARKS
+    for run, (kind, text) in zip(runs, literals):
+        add_part(_collapse(run))
+        add_part(marks[kind])
+        add_text(text)
+    add_part(_collapse(runs[-1]))
+    return "".join(parts), texts
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +141,7 @@ class StatementCache:
         self._bytes = 0
         self._exact: OrderedDict[str, Prepared] = OrderedDict()
         self._exact_bytes = 0
+        self._seen = [0] * _SEEN_SLOTS
         self._lock = threading.Lock()
 
     @property
@@ -124,6 +158,7 @@ class StatementCache:
             self._bytes = 0
             self._exact.clear()
             self._exact_bytes = 0
+            self._seen = [0] * _SEEN_SLOTS
 
     def _entry(self, sql: str, key: str) -> _Entry | None:
         entries = self._entries
@@ -155,32 +190,52 @@ class StatementCache:
         return self.prepare(sql).command
 
     def prepare(self, sql: str) -> Prepared:
-        """``sql`` parsed (through the cache) with its placeholders and result columns."""
+        """``sql`` parsed (through the cache) with its placeholders and result columns.
+
+        A short text enters the exact-text map on its second sighting only: a
+        doorkeeper of :data:`_SEEN_SLOTS` text hashes (direct-mapped, so a collision
+        merely forgets a sighting) remembers the first. Cube inlines a fresh payload
+        into most ADDs, and those texts, seen once, would only push out the ones it
+        repeats (``QUEUE RESULT_BLOCKING 5000 'q:k'``, ``QUEUE TO_CANCEL …``).
+        """
         exact = self._exact.get(sql)
         if exact is not None:
             return exact
         prepared = self._prepare(sql)
         if len(sql) <= MAX_EXACT_TEXT:
-            size = 2 * sys.getsizeof(sql) + _ENTRY_OVERHEAD
-            with self._lock:
-                if sql not in self._exact:
-                    self._exact[sql] = prepared
-                    self._exact_bytes += size
-                    while self._exact_bytes > MAX_EXACT_BYTES:
-                        text, _ = self._exact.popitem(last=False)
-                        self._exact_bytes -= 2 * sys.getsizeof(text) + _ENTRY_OVERHEAD
+            digest = hash(sql)
+            slot = digest % _SEEN_SLOTS
+            if self._seen[slot] != digest:
+                self._seen[slot] = digest
+            else:
+                self._admit(sql, prepared)
         return prepared
 
+    def _admit(self, sql: str, prepared: Prepared) -> None:
+        size = 2 * sys.getsizeof(sql) + _ENTRY_OVERHEAD
+        exact = self._exact
+        with self._lock:
+            if sql not in exact:
+                exact[sql] = prepared
+                self._exact_bytes += size
+                while self._exact_bytes > MAX_EXACT_BYTES:
+                    text, _ = exact.popitem(last=False)
+                    self._exact_bytes -= 2 * sys.getsizeof(text) + _ENTRY_OVERHEAD
+
     def _prepare(self, sql: str) -> Prepared:
-        key, literals = shape_of(sql)
-        entry = self._entry(sql, key)
+        shape = shape_of(sql)
+        entry = None if shape is None else self._entry(sql, shape[0])
         if entry is None:
             command = parse(sql)  # raises the statement's own error
             return Prepared(sql, command, tuple(param_slots(command)), command.result_columns())
-        try:
-            command = entry.template.fill(literals)
-        except QueueError:
-            command = parse(sql)
+        template = entry.template
+        literals = shape[1]  # type: ignore[index]  # entry is None when shape is
+        if template.literals == len(literals):
+            try:
+                return Prepared(sql, template.fill(literals), entry.params, entry.columns)
+            except QueueError:
+                pass
+        command = parse(sql)  # a literal's own error, worded by the parse
         return Prepared(sql, command, entry.params, entry.columns)
 
 
