@@ -45,7 +45,8 @@ from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
-from cubequeue.server.logs import log_statement
+from cubequeue.server.logs import log_statement, statement_log
+from cubequeue.server.row_sink import RowSink, close_stream, stream_rows
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
 from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
@@ -75,6 +76,11 @@ _internal_log = logging.getLogger("cubequeue.server")
 
 #: the command name metrics and logs use for statements that did not parse
 _PARSE = "(parse)"
+#: statement texts up to this length keep their route (Executor._route), at most
+#: _ROUTES_MAX of them (the map is cleared when full: a client sending ever new short
+#: texts costs one first-word read each, as before)
+_ROUTE_TEXT_MAX = 256
+_ROUTES_MAX = 4096
 
 #: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
 Observe = Callable[[str, str, float], None]
@@ -274,6 +280,8 @@ class Executor:
         self._tables = _PlainTables(store, max_sql_statement_bytes, max_sql_rows)
         #: a slice of the store's deferred bulk work is scheduled on the loop
         self._draining = False
+        #: short statement texts → their route (:meth:`_route`)
+        self._routes: dict[str, str] = {}
 
     # --- statement text ----------------------------------------------------------------
 
@@ -290,8 +298,9 @@ class Executor:
         """Run one statement of text: a dialect command's ``(command, step)``, or plain
         SQL's outcome (or its wait). ``binder`` supplies the dialect's placeholder values
         (none: 42P02), ``params`` plain SQL's, as text."""
-        if not is_dialect(sql):
-            return self._plain(sql, session, params, origin)
+        plain_name = self._route(sql)
+        if plain_name:
+            return self._plain(sql, session, params, origin, plain_name)
         prepared = None
         try:
             if session.tx_status == "E":
@@ -341,10 +350,25 @@ class Executor:
             self._account(_plain_command(sql), sql, _outcome_of(exc), 0.0, origin)
             raise
 
+    def _route(self, sql: str) -> str:
+        """"" for a dialect statement, else plain SQL's metric and log name. Short texts
+        (``SELECT 1``, ``BEGIN``, a prepared statement's text) recur on every round
+        trip, so their route is kept (per executor, bounded): reading the first word
+        costs more than the rest of a ``SELECT 1``'s routing."""
+        route = self._routes.get(sql)
+        if route is None:
+            route = "" if is_dialect(sql) else _plain_command(sql)
+            if len(sql) <= _ROUTE_TEXT_MAX:
+                if len(self._routes) >= _ROUTES_MAX:
+                    self._routes.clear()
+                self._routes[sql] = route
+        return route
+
     def _plain(
         self, sql: str, session: PlainSession, params: Sequence[str | None],
-        origin: Origin | None,
+        origin: Origin | None, name: str = "",
     ) -> PlainOutcome | PlainWait:
+        name = name or self._route(sql) or _plain_command(sql)
         started = time.perf_counter()
         try:
             outcome = run_plain(sql, session, self._tables, params)
@@ -353,10 +377,9 @@ class Executor:
                              origin=origin, tables=pending.tables, session=session,
                              params=tuple(params))
         except Exception as exc:
-            self._account(_plain_command(sql), sql, _outcome_of(exc),
-                          time.perf_counter() - started, origin)
+            self._account(name, sql, _outcome_of(exc), time.perf_counter() - started, origin)
             raise
-        self._account(_plain_command(sql), sql, "ok", time.perf_counter() - started, origin)
+        self._account(name, sql, "ok", time.perf_counter() - started, origin)
         return outcome
 
     def failed(self, session: PlainSession | None, exc: BaseException) -> QueueError:
@@ -427,11 +450,19 @@ class Executor:
         else:
             self._draining = False
 
-    async def complete(self, wait: WaitFor, timeout_ms: int = 0) -> ResultSet:
+    async def complete(
+        self, wait: WaitFor, timeout_ms: int = 0, sink: RowSink | None = None
+    ) -> ResultSet:
         """The result of a :class:`WaitFor` (run by the wire's asyncio shell). A store
         step still waiting after ``timeout_ms`` (the session's ``statement_timeout``;
         0: none) is canceled with 57014, so a store that stopped answering cannot wedge
-        a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``."""
+        a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``, and
+        the deadline bounds only its registration with the store.
+
+        A :class:`RowStream` goes to ``sink`` slice by slice when the wire gives one
+        (the answer is then a :class:`StreamedRows` carrying the count), else it is
+        gathered into one frame; the deadline, the metrics and the slow log cover the
+        writing too, and the stream is closed however it ends."""
         if isinstance(wait, PlainWait):
             return await self._complete_plain(wait, timeout_ms)
         cmd = wait.command
@@ -439,7 +470,7 @@ class Executor:
         text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
             assert isinstance(cmd, QueueResultBlocking)
-            return await self._blocking(cmd, wait.process_id, text, origin)
+            return await self._blocking(cmd, wait.process_id, text, origin, timeout_ms)
         started = wait.started
         deadline = asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None)
         try:
@@ -447,7 +478,8 @@ class Executor:
                 pending = wait.pending
                 result = pending if isinstance(pending, RowStream) else await pending
                 if isinstance(result, RowStream):
-                    result = await _gather(result)
+                    result = await (_gather(result) if sink is None
+                                    else stream_rows(result, sink))
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
@@ -515,9 +547,13 @@ class Executor:
 
     async def _blocking(
         self, cmd: QueueResultBlocking, process_id: str | None, text: str,
-        origin: Origin | None,
+        origin: Origin | None, timeout_ms: int = 0,
     ) -> ResultSet:
-        """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows."""
+        """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows. A
+        store that must wait before it answers or registers (the PostgreSQL store's
+        session and lookup) gets ``timeout_ms`` (``statement_timeout``) for that step
+        only: 57014 after it, so a store that stopped answering cannot wedge the
+        connection; the wait itself is capped by ``--max-blocking-timeout``."""
         assert isinstance(cmd.timeout, int), "bind parameters before running"
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -530,9 +566,13 @@ class Executor:
         try:
             outcome = self.store.result_blocking(cmd, deliver, process_id)
             if hasattr(outcome, "__await__"):  # a store that must wait before answering
-                outcome = await cast("Awaitable[ResultSet | Cancellable]", outcome)
+                outcome = await self._registered(
+                    cast("Awaitable[ResultSet | Cancellable]", outcome), timeout_ms)
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
+            raise
+        except asyncio.CancelledError:
+            self._observe_only(cmd, "57014", started, text, origin)
             raise
         if isinstance(outcome, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
@@ -550,15 +590,40 @@ class Executor:
         self._observe_only(cmd, "ok", started, text, origin)
         return result
 
+    @staticmethod
+    async def _registered(
+        registration: Awaitable[ResultSet | Cancellable], timeout_ms: int
+    ) -> ResultSet | Cancellable:
+        """RESULT_BLOCKING's registration step under ``statement_timeout`` (57014). The
+        timeout cancels the store's awaitable, and a store withdraws whatever it had
+        registered when cancelled (the PostgreSQL store's ``_result_blocking`` does)."""
+        if timeout_ms <= 0:
+            return await registration
+        deadline = asyncio.timeout(timeout_ms / 1000)
+        try:
+            async with deadline:
+                return await registration
+        except TimeoutError:
+            if not deadline.expired():  # the store's own timeout: not the deadline's
+                raise
+            raise QueryCanceled("canceling statement due to statement timeout") from None
+
     # --- metrics and logs ----------------------------------------------------------------
 
     def _account(
         self, name: str, text: str, outcome: str, seconds: float, origin: Origin | None
     ) -> None:
-        """The one count and the one log line of a statement."""
+        """The one count and the one log line of a statement (the line's arguments are
+        built only when its level is on: DEBUG, for a statement that succeeded, is
+        usually off)."""
         if self._observe is not None:
             self._observe(name, outcome, seconds)
-        sqlstate = None if outcome == "ok" else outcome
+        if outcome == "ok":
+            if not statement_log.isEnabledFor(logging.DEBUG):
+                return
+            sqlstate = None
+        else:
+            sqlstate = outcome
         if origin is None:
             log_statement(name, text, sqlstate, seconds * 1000)
             return
@@ -594,9 +659,12 @@ class Executor:
 
 async def _gather(stream: RowStream) -> ResultSet:
     """A stream's rows, yielding to the event loop between slices so that other
-    connections keep going while a large result is read."""
+    connections keep going while a large result is read; closed however it ends."""
     rows = []
-    for part in stream.slices:
-        rows.extend(part)
-        await asyncio.sleep(0)
+    try:
+        for part in stream.slices:
+            rows.extend(part)
+            await asyncio.sleep(0)
+    finally:
+        close_stream(stream)
     return ResultSet(stream.columns, rows)

@@ -38,6 +38,7 @@ __all__ = [
     "log_auth_failure",
     "log_statement",
     "setup_logging",
+    "statement_log",
     "statement_start",
 ]
 
@@ -62,6 +63,9 @@ RATE_KEY = "_rate_key"
 _SUMMARY_MARK = "_rate_summary"
 
 _statement_log = logging.getLogger("cubequeue.statement")
+#: the logger of :func:`log_statement`, so a caller on the hot path can skip building
+#: its arguments when a statement's level is off (``statement_log.isEnabledFor(DEBUG)``)
+statement_log = _statement_log
 _auth_log = logging.getLogger("cubequeue.auth")
 
 
