@@ -3,11 +3,13 @@
 What to answer is the session's business (socket-free, driven by bytes in tests); this
 module only moves frames and runs waits:
 
-* **One task per message.** Cube's driver multiplexes everything (cache, queue, the
-  RESULT_BLOCKING long polls and the ACKs that wake them) over one socket and matches
-  answers by ``message_id``, so messages run concurrently and are answered in any
-  order. The receive loop only spawns tasks; it never waits on a statement, so pongs
-  and ACKs keep flowing while long polls wait.
+* **A task only for a step that waits.** Cube's driver multiplexes everything (cache,
+  queue, the RESULT_BLOCKING long polls and the ACKs that wake them) over one socket
+  and matches answers by ``message_id``, so messages are answered in any order. A
+  statement the store answers at once (most of them) is run and answered inside the
+  transport's ``data_received`` (:mod:`.lane`); one that waits (RESULT_BLOCKING, a
+  store that answers later) gets a task, so pongs and ACKs keep flowing while long
+  polls wait.
 * **Dedup confirmation.** An answer kept for resends (:mod:`.dedup`) is forgotten once
   the client has provably read it: after the answers go out, the socket sends a ping
   (at most one per ``CONFIRM_INTERVAL_S``, shared by the answers sent meanwhile), and
@@ -36,6 +38,7 @@ from websockets.frames import CloseCode
 
 from cubequeue.grammar.errors import QueueError
 from cubequeue.server.cubews.dedup import DedupTable, Key
+from cubequeue.server.cubews.lane import Lane
 from cubequeue.server.cubews.session import (
     Await,
     Close,
@@ -46,6 +49,8 @@ from cubequeue.server.cubews.session import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from websockets.asyncio.server import ServerConnection
 
     from cubequeue.server.context import ConnectionInfo, ServerContext
@@ -131,7 +136,7 @@ def _peer(ws: ServerConnection) -> str:
 
 
 class _Socket:
-    """One client socket: its tasks and its answers awaiting confirmation."""
+    """One client socket: its waiting tasks and its answers awaiting confirmation."""
 
     def __init__(
         self,
@@ -160,35 +165,61 @@ class _Socket:
             max_blocking_message_bytes=config.max_blocking_message_bytes,
             statement_timeout_ms=config.statement_timeout,
         )
-        #: tasks that die with the socket (no connection_id: nobody else wants the answer)
+        self.lane = Lane(ws, self._receive)
+        #: waits that die with the socket (no connection_id: nobody else wants the answer)
         self._private: set[asyncio.Task[None]] = set()
-        #: tasks whose answer is shared through the dedup table (kept when the socket goes)
+        #: waits whose answer is shared through the dedup table (kept when the socket goes)
         self._shared: set[asyncio.Task[None]] = set()
+        #: closes asked for by the session (an unexpected command)
+        self._closing: set[asyncio.Task[None]] = set()
         self._unconfirmed: list[Key] = []
         self._wake = asyncio.Event()
         self._confirmer: asyncio.Task[None] | None = None
 
     async def serve(self) -> None:
         self._confirmer = asyncio.get_running_loop().create_task(self._confirm_forever())
+        self.lane.attach()
         try:
+            # Only what the lane hands on arrives here: a text message, a fragmented one,
+            # and any message parsed before the lane took over.
             async for message in self.ws:
                 if isinstance(message, str):
-                    await self._perform(self.session.receive(message))
+                    for event in self.session.receive(message):
+                        if isinstance(event, Close):
+                            with contextlib.suppress(ConnectionClosed):
+                                await self.ws.close(event.code, event.reason)
                     return
-                self._spawn(message)
+                try:
+                    self._receive(message)
+                finally:
+                    self.lane.ran()
         except ConnectionClosed as exc:
             if exc.rcvd is None and exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
                 _log.warning("ws connection %d: %s", self.info.id, exc.sent.reason,
                              extra={"conn_id": self.info.id})
 
-    def _spawn(self, data: bytes) -> None:
-        task = asyncio.get_running_loop().create_task(self._process(data))
-        self._private.add(task)
+    def _receive(self, data: bytes) -> None:
+        """One binary message, answered now unless a step has to wait (then a task)."""
+        self._perform(self.session.receive(data))
+
+    def _perform(self, events: list[Event[_Socket]]) -> None:
+        for event in events:
+            if isinstance(event, Send):
+                event.to.deliver(event.frame, event.key)
+            elif isinstance(event, Close):
+                self._spawn(self._close(event), self._closing)
+            else:
+                self._spawn(self._wait(event), self._shared if event.shared else self._private)
+
+    def _spawn(self, step: Coroutine[None, None, None], tasks: set[asyncio.Task[None]]) -> None:
+        task = asyncio.get_running_loop().create_task(step)
+        tasks.add(task)
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         self._private.discard(task)
         self._shared.discard(task)
+        self._closing.discard(task)
         if not task.cancelled() and task.exception() is not None:
             _log.error("ws message task failed", exc_info=task.exception(),
                        extra={"conn_id": self.info.id})
@@ -199,15 +230,14 @@ class _Socket:
         for task in list(self._private) + (list(self._shared) if cancel_all else []):
             task.cancel()
 
-    async def deliver(self, data: bytes, key: Key | None) -> bool:
+    def deliver(self, data: bytes, key: Key | None) -> bool:
         """Send one answer; False when the socket is gone (the answer stays cached)."""
-        try:
-            await self.ws.send(data)
-        except ConnectionClosed:
+        if not self.lane.send(data):
             return False
         if key is not None:
             self._unconfirmed.append(key)
-            self._wake.set()
+            if not self._wake.is_set():
+                self._wake.set()
         return True
 
     async def _confirm_forever(self) -> None:
@@ -230,25 +260,12 @@ class _Socket:
             for key in batch:
                 dedup.confirmed(key)
 
-    async def _process(self, data: bytes) -> None:
-        await self._perform(self.session.receive(data))
+    async def _close(self, event: Close) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.close(event.code, event.reason)
 
-    async def _perform(self, events: list[Event[_Socket]]) -> None:
-        for event in events:
-            if isinstance(event, Send):
-                await event.to.deliver(event.frame, event.key)
-            elif isinstance(event, Close):
-                with contextlib.suppress(ConnectionClosed):
-                    await self.ws.close(event.code, event.reason)
-            else:
-                await self._perform(await self._wait(event))
-
-    async def _wait(self, event: Await) -> list[Event[_Socket]]:
+    async def _wait(self, event: Await) -> None:
         """Run a waiting step; a shared one outlives this socket (others want it)."""
-        task = asyncio.current_task()
-        if event.shared and task is not None:
-            self._private.discard(task)
-            self._shared.add(task)
         try:
             timeout_ms = self.session.plain.statement_timeout_ms
             result = await self.endpoint.ctx.executor.complete(event.wait, timeout_ms)
@@ -256,5 +273,6 @@ class _Socket:
             self.session.abandon(event.ticket)
             raise
         except Exception as exc:
-            return self.session.settle(event.ticket, error=exc)
-        return self.session.settle(event.ticket, result)
+            self._perform(self.session.settle(event.ticket, error=exc))
+            return
+        self._perform(self.session.settle(event.ticket, result))
