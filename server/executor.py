@@ -46,6 +46,7 @@ from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement, statement_log
+from cubequeue.server.row_sink import RowSink, close_stream, stream_rows
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
 from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
@@ -449,11 +450,19 @@ class Executor:
         else:
             self._draining = False
 
-    async def complete(self, wait: WaitFor, timeout_ms: int = 0) -> ResultSet:
+    async def complete(
+        self, wait: WaitFor, timeout_ms: int = 0, sink: RowSink | None = None
+    ) -> ResultSet:
         """The result of a :class:`WaitFor` (run by the wire's asyncio shell). A store
         step still waiting after ``timeout_ms`` (the session's ``statement_timeout``;
         0: none) is canceled with 57014, so a store that stopped answering cannot wedge
-        a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``."""
+        a connection; RESULT_BLOCKING keeps its own cap, ``--max-blocking-timeout``, and
+        the deadline bounds only its registration with the store.
+
+        A :class:`RowStream` goes to ``sink`` slice by slice when the wire gives one
+        (the answer is then a :class:`StreamedRows` carrying the count), else it is
+        gathered into one frame; the deadline, the metrics and the slow log cover the
+        writing too, and the stream is closed however it ends."""
         if isinstance(wait, PlainWait):
             return await self._complete_plain(wait, timeout_ms)
         cmd = wait.command
@@ -461,7 +470,7 @@ class Executor:
         text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
             assert isinstance(cmd, QueueResultBlocking)
-            return await self._blocking(cmd, wait.process_id, text, origin)
+            return await self._blocking(cmd, wait.process_id, text, origin, timeout_ms)
         started = wait.started
         deadline = asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None)
         try:
@@ -469,7 +478,8 @@ class Executor:
                 pending = wait.pending
                 result = pending if isinstance(pending, RowStream) else await pending
                 if isinstance(result, RowStream):
-                    result = await _gather(result)
+                    result = await (_gather(result) if sink is None
+                                    else stream_rows(result, sink))
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
@@ -537,9 +547,13 @@ class Executor:
 
     async def _blocking(
         self, cmd: QueueResultBlocking, process_id: str | None, text: str,
-        origin: Origin | None,
+        origin: Origin | None, timeout_ms: int = 0,
     ) -> ResultSet:
-        """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows."""
+        """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows. A
+        store that must wait before it answers or registers (the PostgreSQL store's
+        session and lookup) gets ``timeout_ms`` (``statement_timeout``) for that step
+        only: 57014 after it, so a store that stopped answering cannot wedge the
+        connection; the wait itself is capped by ``--max-blocking-timeout``."""
         assert isinstance(cmd.timeout, int), "bind parameters before running"
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -552,9 +566,13 @@ class Executor:
         try:
             outcome = self.store.result_blocking(cmd, deliver, process_id)
             if hasattr(outcome, "__await__"):  # a store that must wait before answering
-                outcome = await cast("Awaitable[ResultSet | Cancellable]", outcome)
+                outcome = await self._registered(
+                    cast("Awaitable[ResultSet | Cancellable]", outcome), timeout_ms)
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
+            raise
+        except asyncio.CancelledError:
+            self._observe_only(cmd, "57014", started, text, origin)
             raise
         if isinstance(outcome, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
@@ -571,6 +589,24 @@ class Executor:
             outcome.cancel()
         self._observe_only(cmd, "ok", started, text, origin)
         return result
+
+    @staticmethod
+    async def _registered(
+        registration: Awaitable[ResultSet | Cancellable], timeout_ms: int
+    ) -> ResultSet | Cancellable:
+        """RESULT_BLOCKING's registration step under ``statement_timeout`` (57014). The
+        timeout cancels the store's awaitable, and a store withdraws whatever it had
+        registered when cancelled (the PostgreSQL store's ``_result_blocking`` does)."""
+        if timeout_ms <= 0:
+            return await registration
+        deadline = asyncio.timeout(timeout_ms / 1000)
+        try:
+            async with deadline:
+                return await registration
+        except TimeoutError:
+            if not deadline.expired():  # the store's own timeout: not the deadline's
+                raise
+            raise QueryCanceled("canceling statement due to statement timeout") from None
 
     # --- metrics and logs ----------------------------------------------------------------
 
@@ -623,9 +659,12 @@ class Executor:
 
 async def _gather(stream: RowStream) -> ResultSet:
     """A stream's rows, yielding to the event loop between slices so that other
-    connections keep going while a large result is read."""
+    connections keep going while a large result is read; closed however it ends."""
     rows = []
-    for part in stream.slices:
-        rows.extend(part)
-        await asyncio.sleep(0)
+    try:
+        for part in stream.slices:
+            rows.extend(part)
+            await asyncio.sleep(0)
+    finally:
+        close_stream(stream)
     return ResultSet(stream.columns, rows)

@@ -111,6 +111,8 @@ class PgProtocol(asyncio.Protocol):
         self._busy: asyncio.Task[object] | None = None  # a blocking wait or a TLS upgrade
         self._cancel_reason: str | None = None
         self._write_paused = False
+        #: a streamed result waiting for the client to read (:meth:`_drain_rows`)
+        self._drained: asyncio.Future[None] | None = None
         self._reading_paused = False
         self._lost = False
         self._closing = False
@@ -208,6 +210,9 @@ class PgProtocol(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        drained = self._drained
+        if drained is not None and not drained.done():
+            drained.set_result(None)
         self._update_reading()
         self._pump()
 
@@ -385,10 +390,26 @@ class PgProtocol(asyncio.Protocol):
     def _start_wait(self, wait: WaitFor) -> None:
         self._flush()
         plain = self.session.plain
-        coro = self.ctx.executor.complete(wait, plain.statement_timeout_ms if plain else 0)
+        coro = self.ctx.executor.complete(wait, plain.statement_timeout_ms if plain else 0,
+                                          self.session.row_sink(self._drain_rows))
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._wait_done)
         self._busy = task
+
+    async def _drain_rows(self) -> None:
+        """A streamed result's slice is encoded: send it, and while the transport's
+        buffer is over its high-water mark (a client reading slowly) wait until it
+        drains, so a large result is never held in memory whole; else yield one
+        event-loop turn to the other connections."""
+        self._flush()
+        if not self._write_paused or self._lost:
+            await asyncio.sleep(0)
+            return
+        self._drained = asyncio.get_running_loop().create_future()
+        try:
+            await self._drained
+        finally:
+            self._drained = None
 
     def _wait_done(self, task: asyncio.Task[object]) -> None:
         self._busy = None

@@ -28,7 +28,7 @@ commands inside a block run at once, since the store is not transactional.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from datetime import UTC, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,7 +41,7 @@ from cubequeue.grammar.errors import (
     QueueError,
     SyntaxError,
 )
-from cubequeue.grammar.results import ResultSet, Row
+from cubequeue.grammar.results import Column, ResultSet, Row
 from cubequeue.server.context import PG_SERVER_VERSION
 from cubequeue.server.errors import AdminShutdown, ConfigurationLimitExceeded, bind_count_error
 from cubequeue.server.executor import (
@@ -75,6 +75,7 @@ from cubequeue.server.pgwire.errors import (
     error_response,
     notice_response,
 )
+from cubequeue.server.pgwire.row_writer import ShapeFor, WireRows
 from cubequeue.server.pgwire.statements import (
     Names,
     Portal,
@@ -93,6 +94,7 @@ from cubequeue.server.pgwire.states import (
     SessionState,
 )
 from cubequeue.server.pgwire.types import ParamValue
+from cubequeue.server.row_sink import StreamedRows
 from cubequeue.server.sql import PlainOutcome, PlainSession
 from cubequeue.server.sql.copy import parse_copy, run_copy
 
@@ -194,6 +196,8 @@ class PgSession:
         self._exchange: Exchange | None = None
         self._suspended: _Run | None = None
         self._suspended_rule: Rule | None = None
+        #: how the suspended step's rows may be streamed (:meth:`row_sink`), if at all
+        self._stream_plan: ShapeFor | None = None
         #: who sends the statements, for their log lines (known after startup)
         self.origin: Origin | None = None
 
@@ -255,6 +259,14 @@ class PgSession:
         rule, self._suspended_rule = self._suspended_rule, None
         assert run is not None and rule is not None, "resume() without a pending wait"
         return self._advance(rule, run, result, error)
+
+    def row_sink(self, drain: Callable[[], Awaitable[None]]) -> WireRows | None:
+        """Where the wait just returned may stream its rows (a large QUEUE LIST), or
+        None when its rows must come back whole (an Execute with a row limit, whose
+        PortalSuspended needs them). ``drain`` sends what was encoded and waits for the
+        client (the listener's)."""
+        plan, self._stream_plan = self._stream_plan, None
+        return None if plan is None else WireRows(self, plan, drain)
 
     def abandon(self) -> None:
         """The client went away during a wait: drop the suspended work."""
@@ -389,7 +401,10 @@ class PgSession:
 
     def _dialect_reply(self, command: Command, result: ResultSet) -> None:
         spec = columns_of(result.columns)
-        if spec is not None:
+        if isinstance(result, StreamedRows):  # the description and rows went already
+            tag = command.tag if spec is None else f"{command.tag} {result.count}"
+            self.wire.append(encode_command_complete(tag))
+        elif spec is not None:
             shape = result_shape(spec, (0,) * len(spec), self._zone_for(spec))
             self.wire.append(shape.description)
             self._send_rows(shape, result.rows)
@@ -447,8 +462,16 @@ class PgSession:
         return None
 
     def _dialect_wait(self, command: Command, wait: WaitFor) -> _Run:
+        self._stream_plan = self._simple_shape
         result = yield wait
         self._dialect_reply(command, result)
+
+    def _simple_shape(self, columns: tuple[Column, ...]) -> tuple[ResultShape, bool]:
+        """A simple Query's streamed result: text rows after its RowDescription."""
+        spec = columns_of(columns)
+        if spec is None:
+            return result_shape(None, ()), False
+        return result_shape(spec, (0,) * len(spec), self._zone_for(spec)), True
 
     def _plain_wait(self, wait: PlainWait) -> _Run:
         result = yield wait
@@ -605,9 +628,17 @@ class PgSession:
         return None
 
     def _execute_wait(self, portal: Portal, wait: WaitFor, max_rows: int) -> _Run:
+        if max_rows <= 0 and portal.columns is not None:
+            shape = portal.shape
+            self._stream_plan = lambda _columns: (shape, False)
+        else:
+            self._stream_plan = None
         result = yield wait
         assert portal.command is not None, "a dialect portal's wait"
         self._portal_result(portal, portal.command, result)
+        if isinstance(result, StreamedRows):  # the rows went already: the portal is done
+            self.wire.append(encode_command_complete(f"{portal.tag} {result.count}"))
+            return
         self._send_portal(portal, max_rows)
 
     def _execute_plain_wait(self, portal: Portal, wait: PlainWait, max_rows: int) -> _Run:
