@@ -116,6 +116,8 @@ _log = logging.getLogger("cubequeue.pg")
 
 #: texts up to this length keep their split_statements outcome (see _split)
 _SPLIT_CACHE_MAX_LEN = 256
+#: constant plain outcomes a connection keeps encoded (plain SQL has three)
+_MAX_CONSTANT_REPLIES = 16
 
 
 class SessionExecutor(Protocol):
@@ -200,6 +202,8 @@ class PgSession:
         self._stream_plan: ShapeFor | None = None
         #: who sends the statements, for their log lines (known after startup)
         self.origin: Origin | None = None
+        #: id(constant PlainOutcome) → (it, its encoded reply): :meth:`_constant_reply`
+        self._constant_replies: dict[int, tuple[PlainOutcome, bytes]] = {}
 
     # --- public API -----------------------------------------------------------------
 
@@ -451,7 +455,10 @@ class PgSession:
         answer = self.executor.statement(sql, self._session(), self.process_id,
                                          origin=self.origin)
         if isinstance(answer, PlainOutcome):
-            self._plain_reply(answer)
+            if answer.constant:
+                self._constant_reply(answer)
+            else:
+                self._plain_reply(answer)
             return None
         if isinstance(answer, PlainWait):
             return self._plain_wait(answer)
@@ -460,6 +467,20 @@ class PgSession:
             return self._dialect_wait(command, step)
         self._dialect_reply(command, step)
         return None
+
+    def _constant_reply(self, outcome: PlainOutcome) -> None:
+        """A constant outcome's reply (``SELECT 1``: RowDescription, DataRow,
+        CommandComplete), encoded once per connection and then appended as is. Its
+        types carry no zone (int4, void), so no setting changes its bytes."""
+        replies = self._constant_replies
+        reply = replies.get(id(outcome))
+        if reply is not None and reply[0] is outcome:
+            self.wire.append(reply[1])
+            return
+        mark = len(self.wire)
+        self._plain_reply(outcome)
+        if len(replies) < _MAX_CONSTANT_REPLIES:
+            replies[id(outcome)] = (outcome, b"".join(self.wire[mark:]))
 
     def _dialect_wait(self, command: Command, wait: WaitFor) -> _Run:
         self._stream_plan = self._simple_shape

@@ -80,6 +80,9 @@ class PlainOutcome:
     * ``parameter_status`` — ParameterStatus messages to send (reported settings whose
       value changed), before ReadyForQuery.
     * ``effect`` — what the wire must do to its own prepared statements / portals.
+    * ``constant`` — the same text always answers with this very outcome, which reads
+      no state, clock or setting and has no effect or notice: a wire may keep its
+      encoded reply for the text (``SELECT 1``, the one statement pgbench sends).
     """
 
     result: ResultSet | None
@@ -89,6 +92,7 @@ class PlainOutcome:
     parameter_status: dict[str, str] = field(default_factory=dict)
     effect: Effect = None
     type_oids: tuple[int, ...] | None = None
+    constant: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +101,13 @@ class PlainDescription:
 
     ``columns`` None means NoData. ``param_oids`` has one OID per placeholder ``$1..$n``
     (deduced from what the placeholder is compared with; text when nothing says).
+    ``stable``: the same text always describes the same way, whatever the session (not a
+    catalog query, whose columns may come from the session), so a wire may reuse a
+    statement parsed from the same text instead of describing it again.
     """
 
     param_count: int
     columns: tuple[Column, ...] | None
     type_oids: tuple[int, ...] | None
     param_oids: tuple[int, ...] = ()
+    stable: bool = False

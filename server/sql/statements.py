@@ -242,21 +242,20 @@ def _select(sql: str, session: PlainSession, store: PlainStore,
 
 # -- fast path -----------------------------------------------------------------------
 
-def _select_one(session: PlainSession) -> PlainOutcome:
-    rs = ResultSet((Column("?column?", ColumnType.INT),), [(1,)])
-    return PlainOutcome(rs, "SELECT 1", type_oids=(OID_INT4,))
-
-
-def _unlock_all(session: PlainSession) -> PlainOutcome:
-    rs = ResultSet((Column("pg_advisory_unlock_all", ColumnType.STRING),), [("",)])
-    return PlainOutcome(rs, "SELECT 1", type_oids=(OID_VOID,))
-
+# Constant answers are built once: nothing downstream changes an outcome or its rows
+# (the wires only encode them), and ``constant`` lets a wire keep the encoded reply.
+_SELECT_ONE = PlainOutcome(ResultSet((Column("?column?", ColumnType.INT),), [(1,)]),
+                           "SELECT 1", type_oids=(OID_INT4,), constant=True)
+_UNLOCK_ALL = PlainOutcome(
+    ResultSet((Column("pg_advisory_unlock_all", ColumnType.STRING),), [("",)]),
+    "SELECT 1", type_oids=(OID_VOID,), constant=True)
+_UNLISTEN = PlainOutcome(None, "UNLISTEN", constant=True)
 
 _FAST: dict[str, Callable[[PlainSession], PlainOutcome]] = {
-    "select 1": _select_one,
-    "select pg_advisory_unlock_all()": _unlock_all,
+    "select 1": lambda s: _SELECT_ONE,
+    "select pg_advisory_unlock_all()": lambda s: _UNLOCK_ALL,
     "close all": lambda s: PlainOutcome(None, "CLOSE CURSOR ALL", effect="close_all"),
-    "unlisten *": lambda s: PlainOutcome(None, "UNLISTEN"),
+    "unlisten *": lambda s: _UNLISTEN,
     "deallocate all": lambda s: PlainOutcome(None, "DEALLOCATE ALL", effect="deallocate_all"),
 }
 _FAST_TX: dict[str, Callable[[PlainSession], PlainOutcome]] = {
@@ -316,13 +315,18 @@ def in_failed_transaction() -> InFailedTransaction:
     )
 
 
+_SELECT_ONE_DESCRIPTION = PlainDescription(0, (Column("?column?", ColumnType.INT),),
+                                           (OID_INT4,), stable=True)
+_NO_DATA = PlainDescription(0, None, None, stable=True)
+
+
 def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainDescription:
     """Parameter count, result columns and type OIDs of ``sql``, without running it."""
     key = _normalized(sql) if len(sql) < 80 else ""
     if key == "select 1":
-        return PlainDescription(0, (Column("?column?", ColumnType.INT),), (OID_INT4,))
+        return _SELECT_ONE_DESCRIPTION
     if key in _FAST_TX or (key in _FAST and key != "select pg_advisory_unlock_all()"):
-        return PlainDescription(0, None, None)
+        return _NO_DATA
     word = first_word(sql)
     if word == "select":
         from .catalog import describe_catalog, is_catalog_query
@@ -330,7 +334,8 @@ def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainD
         if is_catalog_query(sql):
             return describe_catalog(sql, session)
         plan = _plan(sql, _max_bytes(store))
-        return PlainDescription(len(plan.param_oids), plan.columns, plan.type_oids, plan.param_oids)
+        return PlainDescription(len(plan.param_oids), plan.columns, plan.type_oids,
+                                plan.param_oids, stable=True)
     if word in _REFUSED_WORDS:
         bound_statement(sql, _max_bytes(store))
         _refuse_preaggregation(sql)
@@ -338,8 +343,8 @@ def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainD
         r = TokenReader(tokenize(sql), sql)
         r.i = 1
         cols = show_columns(r)
-        return PlainDescription(0, cols, (OID_TEXT,) * len(cols))
+        return PlainDescription(0, cols, (OID_TEXT,) * len(cols), stable=True)
     if word in _SESSION or word in _TX_WORDS or word == "":
-        return PlainDescription(0, None, None)
+        return _NO_DATA
     raise _unsupported(sql)
 
