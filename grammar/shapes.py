@@ -105,7 +105,7 @@ def shape_of(sql: str) -> tuple[str, list[str]] | None:
     add_part = parts.append
     add_text = texts.append
     marks = _MARKS
-    for run, (kind, text) in zip(runs, literals):
+    for run, (kind, text) in zip(runs, literals, strict=False):  # one run more
         add_part(_collapse(run))
         add_part(marks[kind])
         add_text(text)

@@ -264,11 +264,16 @@ def literal_runs(sql: str) -> tuple[list[str], list[tuple[str, str]]] | None:
         start = m.end(1)
         end = m.end()
         if kind == "QUOTE":
-            opening = sql[end - 1]
-            kind, quote, backslashes = _QUOTED[opening]
+            kind, quote, backslashes = _QUOTED[sql[end - 1]]
             if end - start == 2:
                 kind = ESTRING
-            end = _quoted_end(sql, end, quote, backslashes)
+            close = sql.find(quote, end)  # the usual body: no escape, no doubled quote
+            if close > 0 and sql[close + 1 : close + 2] != quote and not (
+                backslashes and sql.find("\\", end, close) >= 0
+            ):
+                end = close + 1
+            else:
+                end = _quoted_end(sql, end, quote, backslashes)
         elif kind == DOLLAR:
             close = sql.find(sql[start:end], end)
             end = -1 if close < 0 else close + end - start
