@@ -18,6 +18,17 @@ The first write is validated too (Cube Store parses it), and text nested deeper 
 :data:`~cubequeue.storage.limits.MAX_EXTRA_DEPTH` is refused with 54000 before any parser
 sees it: Python's recursive decoder and our printer would otherwise raise RecursionError
 (an internal error) on every later merge.
+
+Two printers give the same text. The reference one is a Python tree walk that prints
+every float with :func:`format_f64`: about 35 ms per MiB of strings and 240 ms per MiB of
+numbers, all of it on the event loop. ``json.dumps`` (compact, sorted, no ASCII escaping)
+prints the same text at C speed unless a float would print with an exponent, the only
+place where ``repr``'s layout (``json.dumps`` prints floats by ``repr``) and ryu's differ.
+The parse callbacks already see every number, so they note such a float
+(:attr:`_NumberKinds.ryu`: ``|x| >= 1e16`` or ``0 < |x| < 1e-4``, integers past u64/i64
+included) and only then is the tree walk used. The choice is exact: no false alarm from a
+string that merely looks like a number, and the callbacks cost little over
+``json.loads`` itself.
 """
 
 from __future__ import annotations
@@ -25,67 +36,128 @@ from __future__ import annotations
 import json
 import math
 import re
+from functools import cache
 
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.storage.limits import MAX_EXTRA_DEPTH
 
-__all__ = ["check_depth", "dump_json", "format_f64", "merge_extra", "parse_json"]
+__all__ = [
+    "check_depth",
+    "dump_json",
+    "format_f64",
+    "merge_extra",
+    "parse_json",
+    "reference_merge_extra",
+]
 
-#: a JSON string (skipped whole, brackets inside it do not nest) or one bracket
-_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+#: a JSON string, taken to its closing quote or to the end of the text: once started it
+#: cannot fail, so no start is ever retried (a failing pattern retried at each escaped
+#: quote of an unterminated string is quadratic: 78 s for 128 KiB). For every string JSON
+#: accepts it spans exactly what the parser reads; past the parser's first error nothing
+#: matters, since the parser reads no further.
+_STRING = r'"[^"\\]*+(?:\\[\s\S]?[^"\\]*+)*+"?'
+#: anything but a bracket, strings whole (brackets inside them do not nest)
+_FILL = rf'(?:[^\[\]{{}}"]++|{_STRING})*+'
 
 _U64_MAX = (1 << 64) - 1
 _I64_MIN = -(1 << 63)
+#: ``repr`` prints a nonzero float with an exponent exactly outside [1e-4, 1e16)
+_REPR_FIXED_MIN = 1e-4
+_REPR_FIXED_MAX = 1e16
 
 
 class _OutOfRange(ValueError):
     pass
 
 
-def _integer(text: str) -> int | float:
-    value = int(text)
-    if _I64_MIN <= value <= _U64_MAX and not (value == 0 and text.startswith("-")):
+class _NumberKinds:
+    """``json.loads`` callbacks giving serde_json's number kinds, noting whether a float
+    was read that ``json.dumps`` would print unlike serde_json (:attr:`ryu`)."""
+
+    __slots__ = ("ryu",)
+
+    def __init__(self) -> None:
+        self.ryu = False
+
+    def integer(self, text: str) -> int | float:
+        value = int(text)
+        if _I64_MIN <= value <= _U64_MAX and not (value == 0 and text.startswith("-")):
+            return value
+        if not value:
+            return -0.0  # "-0": repr and ryu both print -0.0
+        self.ryu = True  # |value| >= 2^63: an exponent either way, in two layouts
+        try:
+            return float(value)
+        except OverflowError:
+            raise _OutOfRange(text) from None
+
+    def float_(self, text: str) -> float:
+        value = float(text)
+        if not _REPR_FIXED_MIN <= abs(value) < _REPR_FIXED_MAX:
+            if math.isinf(value):
+                raise _OutOfRange(text)
+            if value:
+                self.ryu = True
         return value
-    try:
-        return float(value) if value else -0.0
-    except OverflowError:
-        raise _OutOfRange(text) from None
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _OutOfRange(text)
-    return value
 
 
 def _constant(name: str) -> object:
     raise ValueError(f"{name} is not JSON")  # NaN, Infinity: Python accepts them, JSON not
 
 
+@cache
+def _nesting(limit: int) -> re.Pattern[str]:
+    """Text whose brackets nest at most ``limit`` deep: ``limit`` levels of groups, every
+    loop possessive and every branch decided by its first character, so matching is
+    linear and never backtracks."""
+    group = rf"[\[{{]{_FILL}[\]}}]"
+    for _ in range(limit - 1):
+        group = rf"[\[{{]{_FILL}(?:{group}{_FILL})*+[\]}}]"
+    return re.compile(rf"{_FILL}(?:{group}{_FILL})*+")
+
+
+_nesting(MAX_EXTRA_DEPTH)  # compiled at import (16 ms), not on the first merge's step
+
+
+def _matched(pattern: re.Pattern[str], text: str) -> int:
+    match = pattern.match(text)
+    assert match is not None  # (?:…)*+ matches the empty string
+    return match.end()
+
+
 def check_depth(text: str, limit: int = MAX_EXTRA_DEPTH) -> None:
-    """Refuse ``text`` nested deeper than ``limit`` (54000), in one linear regex scan that
-    never recurses; malformed text is left for the parser to name (22P02)."""
+    """Refuse ``text`` nested deeper than ``limit`` (54000), in at most two linear regex passes
+    that never recurse; malformed text is left for the parser to name (22P02).
+
+    The text is matched by :func:`_nesting`; where the match stops at an opening
+    bracket, that group is either too deep or still open at the end of the text, and
+    closing it (``limit`` closers appended) tells which. A match that stops at a stray
+    closer stops where the parser stops too (the parser never reads past it)."""
     if text.count("[") + text.count("{") <= limit:
         return
-    depth = 0
-    for match in _NESTING.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > limit:
-                raise LimitExceeded(
-                    f"JSON nesting depth of extra exceeds the limit of {limit} "
-                    f"(MAX_EXTRA_DEPTH={limit})"
-                )
-        elif token in "]}":
-            depth -= 1
+    nesting = _nesting(limit)
+    stop = _matched(nesting, text)
+    if stop == len(text) or text[stop] in "]}":
+        return
+    rest = text[stop:] + "]" * limit
+    stop = _matched(nesting, rest)
+    if stop == len(rest) or rest[stop] in "]}":
+        return
+    raise LimitExceeded(
+        f"JSON nesting depth of extra exceeds the limit of {limit} (MAX_EXTRA_DEPTH={limit})"
+    )
 
 
 def parse_json(text: str) -> object:
     """Parse JSON with serde_json's number kinds, raising 22P02 on bad input."""
+    return _parse(text, _NumberKinds())
+
+
+def _parse(text: str, kinds: _NumberKinds) -> object:
     try:
-        return json.loads(text, parse_int=_integer, parse_float=_float, parse_constant=_constant)
+        return json.loads(
+            text, parse_int=kinds.integer, parse_float=kinds.float_, parse_constant=_constant
+        )
     except json.JSONDecodeError as exc:
         raise InvalidTextRepresentation(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -145,7 +217,28 @@ def _write(value: object, out: list[str]) -> None:
 
 def merge_extra(old: str | None, new: str) -> str | None:
     """The item's next ``extra`` after MERGE_EXTRA ``new`` on ``old``; raises before any
-    change when ``new`` is invalid JSON or too deep (``old`` passed the same checks)."""
+    change when ``new`` is invalid JSON or too deep (``old`` passed the same checks).
+
+    The text of :func:`reference_merge_extra`, printed by ``json.dumps`` when no float
+    read needs ryu's layout (see the module docstring)."""
+    check_depth(new)
+    kinds = _NumberKinds()
+    new_value = _parse(new, kinds)
+    if old is None:
+        return new
+    old_value = _parse(old, kinds)
+    if new_value is None:
+        return None
+    if isinstance(old_value, dict) and isinstance(new_value, dict):
+        new_value = {**old_value, **new_value}
+    if kinds.ryu:
+        return dump_json(new_value)
+    return json.dumps(new_value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def reference_merge_extra(old: str | None, new: str) -> str | None:
+    """:func:`merge_extra` printed by the tree walk always: the definition that the
+    ``json.dumps`` shortcut is tested against."""
     check_depth(new)
     new_value = parse_json(new)
     if old is None:
