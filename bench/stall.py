@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -86,10 +89,44 @@ def _measure(server: CubequeueServer, name: str, run: Callable[[psycopg.Connecti
           f"{outcome}")
 
 
+def _claim(server: CubequeueServer, n: int) -> None:
+    """Claim ``n`` items of the prefix (every tenth), so LIST merges two sets."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        for start in range(0, n, _BATCH):
+            sql = ";".join(f"QUEUE RETRIEVE CONCURRENCY {n + 1} '{PREFIX}:k{i * 10}'"
+                           for i in range(start, min(n, start + _BATCH)))
+            conn.execute(sql.encode())
+
+
+def _reader(server: CubequeueServer, sql: str) -> Callable[[psycopg.Connection], None]:
+    """Read every row of ``sql`` in another process: psql when installed (a simple
+    Query), else a Python child with psycopg (the extended protocol). Decoding 10⁶ rows
+    in this process would hold its GIL and stall the probe thread, not the server."""
+    psql = shutil.which("psql")
+    if psql is not None:
+        argv = [psql, server.dsn, "-X", "-q", "-A", "-t", "-o", "/dev/null", "-c", sql]
+    else:
+        argv = [sys.executable, "-c", "import psycopg, sys; "
+                "psycopg.connect(sys.argv[1]).execute(sys.argv[2]).fetchall()", server.dsn, sql]
+    return lambda _conn: subprocess.run(argv, check=True, timeout=600)
+
+
+def _lists(server: CubequeueServer, n: int) -> None:
+    """The listing cases: every row read by a client in another process."""
+    _measure(server, "QUEUE LIST (whole prefix)", _reader(server, f"QUEUE LIST '{PREFIX}'"))
+    _measure(server, "QUEUE PENDING WITH_PAYLOAD",
+             _reader(server, f"QUEUE PENDING WITH_PAYLOAD '{PREFIX}'"))
+    _claim(server, n // 10)
+    _measure(server, "QUEUE LIST, 10% active", _reader(server, f"QUEUE LIST '{PREFIX}'"))
+    _measure(server, "QUEUE ACTIVE (10%)", _reader(server, f"QUEUE ACTIVE '{PREFIX}'"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="10^5 items instead of 10^6")
     parser.add_argument("--items", type=int, default=None)
+    parser.add_argument("--lists-only", action="store_true",
+                        help="only the QUEUE LIST / PENDING / ACTIVE cases")
     args = parser.parse_args()
     n = args.items or (100_000 if args.quick else 1_000_000)
     extra = json.dumps({f"k{i}": "x" * 80 for i in range(10_000)})  # ~1 MiB, the cap
@@ -98,12 +135,14 @@ def main() -> None:
         print(f"stall of a SELECT 1 client at {n} queued items (target < {TARGET_MS:g} ms)")
         _fill(server, n)
         server.query("SELECT count(*) FROM system.queue_prefixes")  # sqlglot's one-time import
+        if args.lists_only:
+            _lists(server, n)
+            return
         _measure(server, "ORDER BY over system.queue", lambda c: c.execute(
             "SELECT queue_id FROM system.queue ORDER BY priority DESC, queue_id LIMIT 5").fetchall())
         _measure(server, "count(*) over system.queue", lambda c: c.execute(
             "SELECT count(*) FROM system.queue").fetchall())
-        _measure(server, "QUEUE LIST (whole prefix)",
-                 lambda c: c.execute(f"QUEUE LIST '{PREFIX}'").fetchall())
+        _measure(server, "QUEUE LIST (whole prefix)", _reader(server, f"QUEUE LIST '{PREFIX}'"))
         _measure(server, "MERGE_EXTRA 1 MiB, twice", lambda c: [
             c.execute(f"QUEUE MERGE_EXTRA '{PREFIX}:k1' $${extra}$$".encode()) for _ in range(2)])
         _measure(server, "QUEUE PURGE (whole prefix)",
