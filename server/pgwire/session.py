@@ -553,6 +553,16 @@ class PgSession:
     # --- extended query ---------------------------------------------------------------
 
     def _parse(self, msg: m.Parse) -> None:
+        if not msg.name:
+            # A client that does not name its statements (psycopg without prepare,
+            # pgbench -M extended, JDBC's first executions) parses the same text again
+            # and again: PostgreSQL re-plans it, we keep the statement, its cached
+            # decoders, encoders and Describe reply, when nothing it was built from changed
+            last = self.names.statements.get("")
+            if last is not None and last.reuse is not None and last.reuse == (
+                    msg.query, msg.param_oids):
+                self.wire.append(PARSE_COMPLETE)
+                return
         self.names.check_new_statement(msg.name)
         if msg.name:
             self._check_names_cap(self.names.statements, "prepared statements")
@@ -570,7 +580,8 @@ class PgSession:
         if isinstance(desc, Prepared):
             oids = dialect_param_oids(desc.params, msg.param_oids)
             spec = columns_of(desc.columns)
-            stmt = PreparedStatement(msg.name, sql, "dialect", oids, spec, desc)
+            stmt = PreparedStatement(msg.name, sql, "dialect", oids, spec, desc,
+                                     reuse=(msg.query, msg.param_oids))
         else:
             count = max(desc.param_count, len(msg.param_oids))
             oids = tuple(
@@ -579,7 +590,8 @@ class PgSession:
                 for i in range(count)
             )
             spec = None if desc.columns is None else columns_of(desc.columns, desc.type_oids)
-            stmt = PreparedStatement(msg.name, sql, "plain", oids, spec, None, ends_block(sql))
+            stmt = PreparedStatement(msg.name, sql, "plain", oids, spec, None, ends_block(sql),
+                                     reuse=(msg.query, msg.param_oids) if desc.stable else None)
         self.names.statements[msg.name] = stmt
         self.wire.append(PARSE_COMPLETE)
 

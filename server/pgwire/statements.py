@@ -212,6 +212,10 @@ class PreparedStatement:
     ends_block: bool = False
     #: its text rows depend on the session zone (a timestamptz column)
     zoned: bool = field(init=False)
+    #: the Parse (query text, parameter OIDs) a next unnamed Parse may match to reuse
+    #: this statement as it is (None: parse again; its description may depend on the
+    #: session)
+    reuse: tuple[str, tuple[int, ...]] | None = None
     _loaders: dict[tuple[int, ...], ParamsLoader] = field(default_factory=dict)
     _shapes: dict[tuple[int, ...], ResultShape] = field(default_factory=dict)
     _description: bytes | None = None
