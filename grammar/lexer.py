@@ -37,6 +37,15 @@ _NOT_KEYWORDS = frozenset(
 )
 
 
+def _keyword(accepts: Any, upper: str) -> str:
+    """The terminal an ASCII word stands for where the parser's actions are ``accepts``."""
+    if upper in accepts and upper not in _NOT_KEYWORDS:
+        return upper
+    if "_" + upper in accepts and upper != "SEMI":
+        return "_" + upper
+    return t.WORD
+
+
 class ShapeText(str):
     """Statement text to parse as a template: its literals become :class:`LiftedToken`."""
 
@@ -56,7 +65,10 @@ class DialectLexer(Lexer):
     __future_interface__ = 2
 
     def __init__(self, conf: LexerConf) -> None:
-        pass  # the keywords are the parser's: a word ``add`` is ``_ADD`` or ``ADD`` there
+        # The keywords are the parser's: a word ``add`` is ``_ADD`` or ``ADD`` there. A
+        # keyword found in a parser state is memoised per (state, upper-cased word); a
+        # value word is not, so the memo stays within the grammar's states × keywords.
+        self._keywords: dict[tuple[Any, str], str] = {}
 
     def lex(self, lexer_state: LexerState, parser_state: Any) -> Iterator[Token]:
         text: Any = lexer_state.text
@@ -72,18 +84,20 @@ class DialectLexer(Lexer):
         lifted = 0 if isinstance(text, ShapeText) else -1
         placeholders: Placeholders | None = None
         states = parser_state.parse_conf.parse_table.states
+        keywords = self._keywords
         literal_kinds = t.LITERAL_KINDS
         stream = t.tokenize(text)
         for kind, start, end in stream:
             if kind == t.WORD:
                 value = text[start:end]
                 if value.isascii():
-                    accepts = states[parser_state.position]
+                    state = parser_state.position
                     upper = value.upper()
-                    if upper in accepts and upper not in _NOT_KEYWORDS:
-                        kind = upper
-                    elif "_" + upper in accepts and upper != "SEMI":
-                        kind = "_" + upper
+                    kind = keywords.get((state, upper), "")
+                    if not kind:
+                        kind = _keyword(states[state], upper)
+                        if kind != t.WORD:
+                            keywords[(state, upper)] = kind
                 yield Token(kind, value, start)
             elif kind in literal_kinds:
                 if lifted < 0:
