@@ -7,19 +7,27 @@ sector, as etcd's WAL encoder aligns its records)::
     u32 crc32            over bytes 8.. of the header and the payload
     u64 first lsn        must be the previous frame's last lsn + 1
     u32 record count
-    u16 flags            (0; compression reserved)
+    u16 encoding         of the payload: 0 JSON, 1 marshal (format 4)
     u16 reserved
-    payload              JSON array of records (UTF-8, surrogatepass), zero-padded to 8
+    payload              an array of ``count`` records, zero-padded to 8
 
 A length above :data:`MAX_FRAME_BYTES` or beyond the end of the file is corruption, never
-an allocation. The payload is JSON from the standard library's C encoder: records hold only
-integers, text, booleans and nulls, so msgpack's bytes type buys nothing, one C call
-encodes a whole group, and the server gains no dependency.
+an allocation.
+
+New frames carry their records in :mod:`marshal`'s format 4 (stable since Python 3.4,
+read by every later one): records hold only integers, text, booleans and nulls, and one
+C call encodes a group 7x faster than the standard library's JSON encoder and decodes it
+5x faster than ``json.loads`` (the per-step encode was a third of the durable mode's CPU,
+the decode a fifth of a recovery). marshal trusts its input, so nothing reaches it that
+failed the checksum, and :func:`~.records.validate` checks every decoded value by exact
+type, so nothing but those four types is ever applied. JSON frames (format version 1
+files) are still read.
 """
 
 from __future__ import annotations
 
 import json
+import marshal
 import struct
 import zlib
 from collections.abc import Iterator, Sequence
@@ -29,6 +37,8 @@ from cubequeue.storage.durable.records import Record
 
 __all__ = [
     "ALIGN",
+    "ENCODING_JSON",
+    "ENCODING_MARSHAL",
     "HEADER",
     "MAX_FRAME_BYTES",
     "BadFrame",
@@ -42,12 +52,22 @@ __all__ = [
 ]
 
 HEADER = struct.Struct("<IIQIHH")
+#: the header's bytes 8.., which the checksum covers
+_TAIL = struct.Struct("<QIHH")
+#: the header's bytes ..8: length and checksum
+_HEAD = struct.Struct("<II")
 ALIGN = 8
 #: results can reach ≈ 20 MB; anything near this is a corrupt length, not a frame
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 _PAD = b"\0" * ALIGN
+#: payload encodings (the header's u16 after the count)
+ENCODING_JSON = 0
+ENCODING_MARSHAL = 1
+#: marshal's format: pinned, so a newer Python's default cannot change what is written
+MARSHAL_VERSION = 4
+_ENCODINGS = frozenset({ENCODING_JSON, ENCODING_MARSHAL})
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
-_loads = json.loads
+_marshal = marshal.dumps
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +79,7 @@ class Frame:
     first_lsn: int
     count: int
     payload: bytes
+    encoding: int = ENCODING_MARSHAL
 
     @property
     def last_lsn(self) -> int:
@@ -75,17 +96,22 @@ class BadFrame:
     short: bool
 
 
-def encode_frame(first_lsn: int, records: Sequence[Record]) -> bytes:
-    """``records`` as one frame whose first record has ``first_lsn``."""
-    payload = _dumps(records).encode("utf-8", "surrogatepass")
-    return encode_payload(first_lsn, len(records), payload)
+def encode_frame(first_lsn: int, records: Sequence[Record], *,
+                 encoding: int = ENCODING_MARSHAL) -> bytes:
+    """``records`` as one frame whose first record has ``first_lsn`` (JSON only for
+    tests of the version-1 format)."""
+    if encoding == ENCODING_MARSHAL:
+        payload = _marshal(records if type(records) is list else list(records), MARSHAL_VERSION)
+    else:
+        payload = _dumps(records).encode("utf-8", "surrogatepass")
+    return encode_payload(first_lsn, len(records), payload, encoding)
 
 
-def encode_payload(first_lsn: int, count: int, payload: bytes) -> bytes:
-    head = HEADER.pack(len(payload), 0, first_lsn, count, 0, 0)
-    crc = zlib.crc32(payload, zlib.crc32(memoryview(head)[8:]))
-    pad = -len(payload) % ALIGN
-    return b"".join((HEADER.pack(len(payload), crc, first_lsn, count, 0, 0), payload, _PAD[:pad]))
+def encode_payload(first_lsn: int, count: int, payload: bytes,
+                   encoding: int = ENCODING_MARSHAL) -> bytes:
+    size = len(payload)
+    tail = _TAIL.pack(first_lsn, count, encoding, 0)
+    return _HEAD.pack(size, zlib.crc32(payload, zlib.crc32(tail))) + tail + payload + _PAD[:-size % ALIGN]
 
 
 def read_frame(buf: bytes | memoryview, offset: int, end: int) -> Frame | BadFrame | None:
@@ -109,10 +135,11 @@ def read_frame(buf: bytes | memoryview, offset: int, end: int) -> Frame | BadFra
     if actual != crc:
         torn = _has_zero_sector(view[offset:body_end])
         return BadFrame(offset, f"checksum mismatch (stored {crc:08x}, computed {actual:08x})", torn)
-    if count == 0 or flags != 0:
-        return BadFrame(offset, f"a frame with {count} records and flags {flags}", False)
+    if count == 0 or flags not in _ENCODINGS:
+        return BadFrame(offset, f"a frame with {count} records and encoding {flags}", False)
     frame_end = body_end + (-length % ALIGN)
-    return Frame(offset, min(frame_end, end), first_lsn, count, bytes(view[offset + HEADER.size:body_end]))
+    return Frame(offset, min(frame_end, end), first_lsn, count,
+                 bytes(view[offset + HEADER.size:body_end]), flags)
 
 
 def _has_zero_sector(view: memoryview) -> bool:
@@ -134,10 +161,17 @@ def find_next_frame(buf: bytes | memoryview, offset: int, end: int, min_lsn: int
 
 
 def decode_payload(frame: Frame) -> list[object]:
-    """The frame's records as decoded JSON values (:func:`records.validate` checks each);
-    raises ValueError when the payload is not a JSON array of ``count`` values."""
-    values = _loads(frame.payload.decode("utf-8", "surrogatepass"))
-    if not isinstance(values, list) or len(values) != frame.count:
+    """The frame's records as decoded values (:func:`records.validate` checks each);
+    raises ValueError when the payload is not an array of ``count`` values."""
+    values: object
+    try:
+        if frame.encoding == ENCODING_MARSHAL:
+            values = marshal.loads(frame.payload)
+        else:
+            values = json.loads(frame.payload.decode("utf-8", "surrogatepass"))
+    except (EOFError, TypeError, ValueError) as err:  # marshal's "bad data" errors
+        raise ValueError(f"undecodable payload: {err}") from None
+    if type(values) is not list or len(values) != frame.count:
         raise ValueError(f"the payload holds no array of {frame.count} records")
     return values
 

@@ -34,7 +34,10 @@ __all__ = [
 
 LOG_MAGIC = b"CQLOG\0\0\0"
 SNAP_MAGIC = b"CQSNAP\0\0"
-FORMAT_VERSION = 1
+#: 2: frames may carry marshal payloads (see :mod:`.frames`); 1 (JSON frames only) is
+#: still read, and a server that knows only 1 refuses a version-2 file by this number
+FORMAT_VERSION = 2
+READABLE_VERSIONS = frozenset({1, 2})
 #: checksum algorithm ids: 1 = zlib.crc32 (room for CRC32C without a flag day)
 CRC32_ZLIB = 1
 HEADER_BYTES = 64
@@ -69,7 +72,7 @@ def decode_header(data: bytes, magic: bytes, directory: uuid.UUID | None) -> Fil
     got_magic, version, algorithm, _, dir_bytes, lsn, created = _HEAD.unpack_from(data)
     if got_magic != magic:
         raise ValueError(f"magic {got_magic!r} is not {magic!r}")
-    if version != FORMAT_VERSION or algorithm != CRC32_ZLIB:
+    if version not in READABLE_VERSIONS or algorithm != CRC32_ZLIB:
         raise ValueError(f"format version {version} / checksum {algorithm} is not supported")
     found = uuid.UUID(bytes=dir_bytes)
     if directory is not None and found != directory:

@@ -5,6 +5,15 @@ iteration schedules a flush with ``call_soon``, which runs after every protocol 
 of the iteration, so one frame holds all of them (group commit, as Redis writes its AOF
 buffer in ``beforeSleep``). While the writer thread writes a frame, the next one fills.
 
+Under ``no`` and ``everysec`` a step's records are instead written from the loop itself
+when the writer thread has nothing queued for the segment (:meth:`DurableLog.extend`):
+one ``write(2)`` into the page cache (microseconds), after which the reply is released at
+once, with no future, task or thread round trip per step; that handoff was most of the
+durable mode's CPU cost per QueryQueue cycle. Redis writes its AOF from the main thread
+for the same reason, and leaves only the fsync to a background thread, as ``everysec``
+does here. A frame that would not fit the segment, and everything under ``always``, take
+the writer thread.
+
 A reply waits for its step's lsn (:meth:`when_released`): until it is written to the OS
 under ``no`` and ``everysec``, until it is ``fdatasync``-ed under ``always``. Reads wait
 for the lsn they saw, so under ``always`` a read that saw an unsynced write is held too
@@ -87,6 +96,11 @@ class DurableLog:
         self._next_lsn = first_lsn
         self._buffer: list[Record] = []
         self._buffer_lsn = first_lsn
+        #: the loop may write frames itself (not under ``always``, see the module doc)
+        self._inline = policy != "always"
+        #: writer-thread jobs queued that replace or close the segment (rotate, reopen,
+        #: close): while any is, the loop leaves the segment to the thread
+        self._exclusive_jobs = 0
         self._force_sync = False
         self._flush_scheduled = False
         self._in_flight = False
@@ -141,6 +155,47 @@ class DurableLog:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def extend(self, records: list[Record]) -> None:
+        """Add a step's records (see the module doc): written from the loop at once when
+        the policy and the writer thread allow it, else into the open frame."""
+        if self.failed is not None:
+            return  # the fresh snapshot that reopens the log captures this state
+        buffer = self._buffer
+        inline = (self._inline and not buffer and not self._in_flight
+                  and not self._exclusive_jobs)
+        buffer.extend(records)
+        self._next_lsn += len(records)
+        if inline:
+            self._write_now()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _write_now(self) -> None:
+        records, first = self._buffer, self._buffer_lsn
+        frame = encode_frame(first, records)
+        writer = self._writer
+        if not writer.fits(len(frame)):  # a rotation: the thread's job (it fsyncs)
+            self._send(frame, first, len(records), sync=False)
+            return
+        self._buffer, self._buffer_lsn = [], self._next_lsn
+        self._count(frame, len(records))
+        try:
+            writer.append_fitting(frame)
+        except OSError as err:
+            self._stop(f"log write to {writer.name} failed: {err}")
+            return
+        self.written_lsn = first + len(records) - 1
+        if self._waiters:
+            self._release()
+
+    def _count(self, frame: bytes, records: int) -> None:
+        stats = self.stats
+        stats.frames += 1
+        stats.records += records
+        stats.bytes += len(frame)
+        self.bytes_since_snapshot += len(frame)
+
     def when_released(self, lsn: int, callback: Released) -> None:
         """Call ``callback(None)`` once ``lsn`` is released, or ``callback(error)``."""
         if lsn <= self.released_lsn:
@@ -174,16 +229,16 @@ class DurableLog:
         if self._in_flight or not self._buffer or self.failed is not None:
             return
         records, first = self._buffer, self._buffer_lsn
-        self._buffer, self._buffer_lsn = [], self._next_lsn
         sync = self.policy == "always" or self._force_sync
         self._force_sync = False
-        frame = encode_frame(first, records)
-        last = first + len(records) - 1
+        self._send(encode_frame(first, records), first, len(records), sync=sync)
+
+    def _send(self, frame: bytes, first: int, count: int, *, sync: bool) -> None:
+        """Hand the open frame, encoded, to the writer thread."""
+        self._buffer, self._buffer_lsn = [], self._next_lsn
+        last = first + count - 1
         self._in_flight = True
-        self.stats.frames += 1
-        self.stats.records += len(records)
-        self.stats.bytes += len(frame)
-        self.bytes_since_snapshot += len(frame)
+        self._count(frame, count)
         writer = self._writer
 
         def job() -> None:
@@ -299,7 +354,7 @@ class DurableLog:
             self._writer = SegmentWriter(self._files, self._dir, self._directory,
                                          self._segment_bytes, first_lsn)
 
-        future = self.call(job)
+        future = self.call(job, exclusive=True)
 
         def reopened(f: asyncio.Future[None]) -> None:
             if not f.cancelled() and f.exception() is None:
@@ -315,16 +370,22 @@ class DurableLog:
         """Flush, then start a new segment at the next lsn (a snapshot's boundary)."""
         self._flush()
         first = self._next_lsn
-        return self.call(lambda: self._writer.rotate(first))
+        return self.call(lambda: self._writer.rotate(first), exclusive=True)
 
-    def call(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
-        """Run ``fn`` on the writer thread after everything submitted before it."""
+    def call(self, fn: Callable[[], _T], *, exclusive: bool = False) -> asyncio.Future[_T]:
+        """Run ``fn`` on the writer thread after everything submitted before it;
+        ``exclusive``: it replaces or closes the segment, so the loop writes no frame
+        itself until it is done."""
         future: asyncio.Future[_T] = self._loop.create_future()
         if self._closed:
             future.set_exception(LogStopped("the log is closed"))
             return future
+        if exclusive:
+            self._exclusive_jobs += 1
 
         def settle(ok: bool, value: object) -> None:
+            if exclusive:
+                self._exclusive_jobs -= 1
             if future.done():
                 return
             if ok:
@@ -353,7 +414,7 @@ class DurableLog:
             await asyncio.sleep(0)
         if self.failed is None:
             await self.call(self._writer.sync)
-        await self.call(self._writer.close)
+        await self.call(self._writer.close, exclusive=True)
         self._closed = True
         self._jobs.put(_Stop())
         await asyncio.to_thread(self._thread.join)

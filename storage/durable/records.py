@@ -77,6 +77,8 @@ KIND_NAMES: Final = {
 
 #: a record as it travels: its kind, then its fields
 Record = tuple[object, ...]
+#: a record as decoded (a tuple from marshal, a list from JSON)
+Fields = list[object] | tuple[object, ...]
 
 _I64_MIN = -(2**63)
 _I64_MAX = 2**63 - 1
@@ -109,24 +111,25 @@ def _opt_str(value: object, what: str, max_bytes: int | None = None) -> str | No
     return None if value is None else _str(value, what, max_bytes)
 
 
-def _arity(record: list[object] | tuple[object, ...], n: int) -> None:
+def _arity(record: Fields, n: int) -> None:
     if len(record) != n:
         raise InvalidRecord(f"{KIND_NAMES[record[0]]} has {len(record) - 1} fields, not {n - 1}")  # type: ignore[index]  # kind checked by the caller
 
 
 def validate(raw: object, limits: Limits) -> Record:
-    """``raw`` (a decoded JSON value) as a record, or :class:`InvalidRecord` saying why."""
-    if not isinstance(raw, list) or not raw:
+    """``raw`` (a decoded value: a tuple from marshal, a list from JSON) as a record, or
+    :class:`InvalidRecord` saying why."""
+    if (type(raw) is not tuple and type(raw) is not list) or not raw:
         raise InvalidRecord("a record must be a non-empty array")
     kind = raw[0]
     if type(kind) is not int or kind not in KIND_NAMES:
         raise InvalidRecord(f"unknown record kind {kind!r:.20}")
     check = _CHECKS[kind]
     check(raw, limits)
-    return tuple(raw)
+    return raw if type(raw) is tuple else tuple(raw)
 
 
-def _item_put(r: list[object], limits: Limits) -> None:
+def _item_put(r: Fields, limits: Limits) -> None:
     """ITEM_PUT dominates a recovery (one per queued item), so the common shape is
     accepted by one expression; anything it does not accept takes the field-by-field
     path, which gives the reason (the two accept exactly the same records)."""
@@ -152,7 +155,7 @@ def _item_put(r: list[object], limits: Limits) -> None:
     _item_put_checked(r, limits)
 
 
-def _item_put_checked(r: list[object], limits: Limits) -> None:
+def _item_put_checked(r: Fields, limits: Limits) -> None:
     _arity(r, 14)
     _int(r[1], "item id", 1)
     _str(r[2], "path")
@@ -176,19 +179,19 @@ def _check_claim(heartbeat: object, activated: object) -> None:
         raise InvalidRecord("an active item must have a heartbeat")
 
 
-def _item_set(r: list[object], limits: Limits) -> None:
+def _item_set(r: Fields, limits: Limits) -> None:
     _arity(r, 5)
     _int(r[1], "item id", 1)
     _check_claim(r[3], r[2])
     _opt_str(r[4], "extra", limits.max_payload_bytes)
 
 
-def _by_id(r: list[object], limits: Limits) -> None:
+def _by_id(r: Fields, limits: Limits) -> None:
     _arity(r, 2)
     _int(r[1], "id", 1)
 
 
-def _result_put(r: list[object], limits: Limits) -> None:
+def _result_put(r: Fields, limits: Limits) -> None:
     _arity(r, 7)
     _int(r[1], "result id", 1)
     _str(r[2], "path")
@@ -199,7 +202,7 @@ def _result_put(r: list[object], limits: Limits) -> None:
         raise InvalidRecord("deleted must be a boolean")
 
 
-def _cache_put(r: list[object], limits: Limits) -> None:
+def _cache_put(r: Fields, limits: Limits) -> None:
     _arity(r, 5)
     _int(r[1], "cache row id", 1)
     _str(r[2], "cache key")
@@ -211,29 +214,29 @@ def _cache_put(r: list[object], limits: Limits) -> None:
     _opt_int(r[4], "expire")
 
 
-def _cache_del(r: list[object], limits: Limits) -> None:
+def _cache_del(r: Fields, limits: Limits) -> None:
     _arity(r, 2)
     _str(r[1], "cache key")
 
 
-def _truncate(r: list[object], limits: Limits) -> None:
+def _truncate(r: Fields, limits: Limits) -> None:
     _arity(r, 2)
     if r[1] not in _TABLES:
         raise InvalidRecord(f"truncate of unknown table {r[1]!r:.20}")
 
 
-def _id_reserve(r: list[object], limits: Limits) -> None:
+def _id_reserve(r: Fields, limits: Limits) -> None:
     _arity(r, 2)
     _int(r[1], "reserved id", 1)
 
 
-def _clock(r: list[object], limits: Limits) -> None:
+def _clock(r: Fields, limits: Limits) -> None:
     _arity(r, 3)
     _int(r[1], "clock")
     _int(r[2], "clock offset", 0)
 
 
-def _trailer(r: list[object], limits: Limits) -> None:
+def _trailer(r: Fields, limits: Limits) -> None:
     _arity(r, 6)
     for i, what in enumerate(("lsn", "objects", "next id", "next cache id", "max timestamp")):
         _int(r[i + 1], what, 0 if i < 2 else _I64_MIN)

@@ -1,6 +1,8 @@
 """The log's files as the writer thread sees them: preallocated segments, in order.
 
-Runs on the writer thread only. A segment is created zero-filled to ``segment_bytes``
+Runs on the writer thread, except :meth:`SegmentWriter.write` of a frame that
+:meth:`~SegmentWriter.fits`, which the loop calls itself under ``no`` and ``everysec``
+while no thread job replaces the segment (see :mod:`.log`). A segment is created zero-filled to ``segment_bytes``
 (so an ``fdatasync`` after overwriting it commits no file-size metadata), with the next one
 prepared ahead as ``next.tmp`` and renamed into place, with a directory fsync, when the
 current one is full (etcd's ``filePipeline``). A frame larger than a whole segment gets a
@@ -93,6 +95,16 @@ class SegmentWriter:
             with contextlib.suppress(OSError):
                 self._files.unlink(f"{self._dir}/{_NEXT}")
 
+    def fits(self, size: int) -> bool:
+        """A frame of ``size`` bytes fits the open segment (no rotation)."""
+        return self._offset + size <= self._size
+
+    def append_fitting(self, frame: bytes) -> None:
+        """Append a frame that :meth:`fits` (the loop's write: no rotation)."""
+        self._files.pwrite(self._handle, frame, self._offset)
+        self._offset += len(frame)
+        self.unsynced = True
+
     def write(self, frame: bytes, first_lsn: int) -> bool:
         """Append one frame; True when it began a new segment."""
         rotated = False
@@ -115,9 +127,12 @@ class SegmentWriter:
         self._open(first_lsn, max(self._segment_bytes, need))
 
     def sync(self) -> None:
+        """``fdatasync`` what was written. The flag is cleared first: under ``no`` and
+        ``everysec`` the loop may write (:meth:`write`) while this thread syncs, and a
+        write that lands during the sync must leave the flag set for the next one."""
         if self.unsynced:
-            self._files.datasync(self._handle)
             self.unsynced = False
+            self._files.datasync(self._handle)
 
     def close(self) -> None:
         if self._handle >= 0:

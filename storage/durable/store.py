@@ -136,6 +136,7 @@ class DurableStore:
             self._reserve()
         result = self.store.execute(cmd, process_id)
         if kind is SysCachestore and getattr(cmd, "action", "") == "info":
+            assert isinstance(result, ResultSet), "INFO is one small frame"
             result = ResultSet(result.columns, [*result.rows, *self.info_rows()])
         if kind is SysClock:
             clock = self.store.clock
@@ -179,16 +180,23 @@ class DurableStore:
         journal = self._journal
         if journal:
             log = self.log
-            for rec in journal:
-                log.append(rec)
+            log.extend(journal)
             journal.clear()
             self._changed = True
-            if log.bytes_since_snapshot >= self._snapshot_threshold():
+            # the threshold is at least --snapshot-min-log-bytes unless a disk cap is set
+            settings = self.settings
+            if ((log.bytes_since_snapshot >= settings.snapshot_min_log_bytes
+                 or settings.max_disk_bytes is not None)
+                    and log.bytes_since_snapshot >= self._snapshot_threshold()):
                 self.snapshot_soon()
 
     def _reply(self, result: _R) -> _R | Awaitable[_R]:
-        self._drain()
         log = self.log
+        working = log.failed is None
+        self._drain()
+        if working and log.failed is not None:  # this step's own write failed
+            raise LogFailed(f"durable log stopped: {log.failed}; this command's effect may "
+                            "be lost")
         lsn = log.last_lsn
         if self.store.next_item_id > self._durable_reserved:
             return self._after_reserved(result)

@@ -39,10 +39,14 @@ def test_a_cut_at_every_offset_recovers_the_whole_frames_before_it(frames):
     files, name, ends = _recorded(frames)
     data = files.read(f"{DIR}/{name}")
     starts = [layout.HEADER_BYTES, *ends[:-1]]
-    # a frame is whole once its payload is (the padding after it carries nothing)
-    whole_at = [s + fr.HEADER.size + fr.HEADER.unpack_from(data, s)[0] for s in starts]
+    # a frame is whole once its payload is (the padding after it carries nothing); over
+    # the preallocated zeros, once its last non-zero byte is (a marshal payload may end
+    # in zeros, and the file then holds exactly the frame's bytes)
+    payload_end = [s + fr.HEADER.size + fr.HEADER.unpack_from(data, s)[0] for s in starts]
+    nonzero_end = [s + len(data[s:e].rstrip(b"\0")) for s, e in zip(starts, payload_end, strict=True)]
     for cut in range(layout.HEADER_BYTES, ends[-1] + 1):
         for tail in (b"", b"\0" * 64):  # a shorter file, or the preallocated zeros after it
+            whole_at = nonzero_end if tail else payload_end
             disk = SimFiles()
             disk.makedirs(DIR)
             disk.put(f"{DIR}/DIRECTORY_ID", f"{DIRECTORY}\n".encode())
