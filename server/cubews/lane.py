@@ -8,7 +8,12 @@ puts this protocol between the transport and that connection, and drives the sam
 sans-I/O ``ServerProtocol`` (websockets' supported sans-I/O API) itself:
 
 * a complete binary frame goes straight to ``on_message`` inside ``data_received``
-  (the answers it queues go out in one ``transport.write`` at the end of the callback);
+  (the answers it queues go out in one ``transport.write`` at the end of the callback):
+  its header (RFC 6455 §5.2) is read here and its payload unmasked with the library's
+  ``apply_mask``; websockets' generator parser cost as much CPU as running a short
+  statement. Every other frame is handed whole to the library's parser, which so stays
+  aligned on frame boundaries; a frame it must fail (unmasked, an extension bit, over
+  the size limit) and everything after it go to that parser;
 * every other frame (ping, pong, close, text, the frames of a fragmented message, and a
   whole frame that arrives while such a message still waits to run) goes to the
   connection's own ``process_event``, so pings, pong confirmation, keepalive,
@@ -27,11 +32,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from websockets.frames import Frame, Opcode
 from websockets.protocol import State
+
+try:
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - the library built without its C helper
+    from websockets.utils import apply_mask
 
 if TYPE_CHECKING:
     from websockets.asyncio.server import ServerConnection
@@ -41,6 +52,11 @@ __all__ = ["Lane"]
 _log = logging.getLogger("cubequeue.ws")
 
 _BINARY = Opcode.BINARY
+#: first header byte of a whole binary frame: FIN, no extension bits, opcode 2
+_FIN_BINARY = 0x82
+_NO_LIMIT = 2**63
+_U16 = struct.Struct("!H")
+_U64 = struct.Struct("!Q")
 _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 _OPEN = State.OPEN
 
@@ -62,12 +78,23 @@ class Lane(asyncio.Protocol):
         #: messages handed to the connection and not yet run: while there are any, whole
         #: frames queue behind them, so statements still run in the order they arrived
         self._behind = 0
+        #: the start of a frame whose end has not arrived yet
+        self._partial = bytearray()
+        #: every byte goes through websockets' parser from now on (a frame it must fail)
+        self._delegated = False
+        limits = [getattr(self.protocol, name, None) for name in ("max_message_size",
+                                                                   "max_fragment_size")]
+        #: the largest frame taken without the library's parser (its size limits)
+        self._limit = min((n for n in limits if n is not None), default=_NO_LIMIT)
 
     def attach(self) -> None:
         """Take over the transport; frames already parsed stay in the connection's queue
         (a client that pipelined frames behind its upgrade request) and run first."""
         queued = getattr(self.conn.recv_messages, "frames", ())
         self._behind = len(queued) if hasattr(queued, "__len__") else 0
+        # bytes the library's parser holds (a frame begun before the upgrade finished):
+        # it keeps parsing, so its reader stays aligned
+        self._delegated = bool(getattr(getattr(self.protocol, "reader", None), "buffer", b""))
         self.transport.set_protocol(self)
 
     def ran(self) -> None:
@@ -78,9 +105,67 @@ class Lane(asyncio.Protocol):
     # --- asyncio.Protocol --------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        if self._delegated or self.protocol.state is not _OPEN:
+            self._feed(data)
+            return
+        buf: bytes | bytearray = data
+        if self._partial:
+            self._partial += data
+            buf = self._partial
+        size = len(buf)
+        pos = 0
+        self.batching = True
+        try:
+            while size - pos >= 2:
+                first, second = buf[pos], buf[pos + 1]
+                length = second & 0x7F
+                head = pos + 2
+                if length == 126:
+                    if size - pos < 4:
+                        break
+                    length = _U16.unpack_from(buf, head)[0]
+                    head += 2
+                elif length == 127:
+                    if size - pos < 10:
+                        break
+                    length = _U64.unpack_from(buf, head)[0]
+                    head += 8
+                if not second & 0x80 or first & 0x70 or length > self._limit:
+                    # unmasked, an extension bit, or over the limit: the library's
+                    # parser fails the connection with the right close code
+                    self._delegated = True
+                    self._feed(bytes(buf[pos:]))
+                    pos = size
+                    return
+                end = head + 4 + length
+                if end > size:
+                    break
+                if first == _FIN_BINARY and not self._fragments and not self._behind:
+                    self._message(apply_mask(buf[head + 4 : end], buf[head : head + 4]))
+                else:
+                    self._feed(bytes(buf[pos:end]))  # one whole frame: the parser stays aligned
+                pos = end
+                if self.protocol.state is not _OPEN:
+                    self._delegated = True
+                    self._feed(bytes(buf[pos:]))
+                    pos = size
+                    return
+        finally:
+            self.batching = False
+            if pos == size:
+                self._partial = bytearray()
+            elif buf is self._partial:
+                del self._partial[:pos]
+            else:
+                self._partial = bytearray(buf[pos:])
+            self.flush()
+
+    def _feed(self, data: bytes) -> None:
+        """Bytes through websockets' own parser; its events as its connection has them."""
         protocol = self.protocol
         protocol.receive_data(data)
         events = protocol.events_received()
+        was = self.batching
         self.batching = True
         try:
             for event in events:
@@ -95,11 +180,12 @@ class Lane(asyncio.Protocol):
                             self._behind += 1
                 self.conn.process_event(event)
         finally:
-            self.batching = False
-        self.flush()
+            self.batching = was
+        if not was:
+            self.flush()
         conn = self.conn
-        if (protocol.close_expected() and conn.close_deadline is None
-                and conn.close_timeout is not None):  # fmt: skip
+        if (protocol.state is not _OPEN and protocol.close_expected()
+                and conn.close_deadline is None and conn.close_timeout is not None):  # fmt: skip
             conn.close_deadline = conn.loop.time() + conn.close_timeout
 
     def eof_received(self) -> None:

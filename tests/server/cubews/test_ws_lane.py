@@ -11,7 +11,10 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode, Frame, Opcode
 
 from cubequeue.server.cubews.codec import decode_message, encode_query
 from cubequeue.server.cubews.messages import HttpError, HttpResultSet
@@ -92,5 +95,51 @@ def test_a_client_that_stops_reading_gets_every_answer_once_it_reads_again(ws_se
             assert sorted(got) == list(range(2, n + 2))
             for answer in got.values():
                 assert isinstance(answer, HttpResultSet) and answer.rows == ((value,),)
+
+    run(main())
+
+
+def _frame(payload: bytes, *, opcode: Opcode = Opcode.BINARY, mask: bool = True) -> bytes:
+    return Frame(opcode, payload).serialize(mask=mask)
+
+
+def test_frames_split_anywhere_across_reads_are_reassembled(ws_server) -> None:
+    """Frames of every header form (7-bit, 16-bit and 64-bit lengths), written a few
+    bytes at a time and with a ping between them: each answered once, the ping ponged."""
+    k = key()
+    sizes = (10, 300, 70_000)  # 7-bit, 16-bit, 64-bit length forms
+
+    async def main() -> None:
+        async with connect(ws_server.ws_url, compression=None, max_size=2**24) as ws:
+            stream = b""
+            for i, size in enumerate(sizes, start=1):
+                stream += _frame(encode_query(i, None, f"CACHE SET 'c:{k}{i}' '{'v' * size}'"))
+                stream += _frame(b"lane-ping", opcode=Opcode.PING)
+            pong = ws.ping(b"lane-ping")  # the client expects the pong of the raw ping
+            waiter = await pong
+            for start in range(0, len(stream), 7):
+                ws.transport.write(stream[start : start + 7])
+            got = await _answers(ws, len(sizes))
+            assert all(isinstance(a, HttpResultSet) and a.rows == (("true",),)
+                       for a in got.values()), got  # fmt: skip
+            await asyncio.wait_for(waiter, 10)
+            for i in range(1, len(sizes) + 1):
+                await ws.send(encode_query(10 + i, None, f"CACHE GET 'c:{k}{i}'"))
+            values = await _answers(ws, len(sizes))
+            for i, size in enumerate(sizes, start=1):
+                answer = values[10 + i]
+                assert isinstance(answer, HttpResultSet) and answer.rows == (("v" * size,),)
+
+    run(main())
+
+
+def test_an_unmasked_client_frame_fails_the_connection_with_1002(ws_server) -> None:
+    async def main() -> None:
+        async with connect(ws_server.ws_url, compression=None) as ws:
+            ws.transport.write(_frame(encode_query(1, None, "SELECT 1"), mask=False))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            assert closed.value.rcvd is not None
+            assert closed.value.rcvd.code == CloseCode.PROTOCOL_ERROR
 
     run(main())
