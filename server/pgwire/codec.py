@@ -364,6 +364,12 @@ def _read_typed(code: int, body: bytes) -> m.FrontendMessage:
     return msg
 
 
+#: frames (type byte and length included) up to this size are remembered by Decoder
+#: (a few kilobytes per connection at most)
+_MAX_REMEMBERED_FRAME: Final = 128
+_MAX_REMEMBERED: Final = 16
+
+
 class Decoder:
     """Incremental frontend-message decoder (h11's ``receive_data`` + ``next_event``).
 
@@ -371,9 +377,15 @@ class Decoder:
     holds only whole messages, the usual case, is parsed in place; a partial message is
     kept in a ``bytearray`` (amortised appends, so a 64 MB message that arrives in 64 KB
     chunks is not copied quadratically) and is parsed once ``_need`` bytes are there.
+
+    A short message whose bytes this connection sent before (``SELECT 1``, an Execute
+    or Describe of the unnamed portal, a Bind without parameters: the same frames on
+    every round trip) is answered with the frozen message decoded then, from a small
+    per-connection map keyed by the frame (at most ``_MAX_REMEMBERED`` frames of up to
+    ``_MAX_REMEMBERED_FRAME`` bytes; cleared when full).
     """
 
-    __slots__ = ("_buf", "_need", "expect_startup", "max_message_size")
+    __slots__ = ("_buf", "_need", "_seen", "expect_startup", "max_message_size")
 
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
         self._buf = bytearray()
@@ -382,6 +394,8 @@ class Decoder:
         self.max_message_size = max_message_size
         #: True until a StartupMessage proper has been read
         self.expect_startup = True
+        #: short frames already decoded → their message (see the class docstring)
+        self._seen: dict[bytes, m.FrontendMessage] = {}
 
     @property
     def buffered(self) -> int:
@@ -404,6 +418,7 @@ class Decoder:
         size = len(buf)
         need = 0
         bodyless = _BODYLESS_MSGS
+        seen = self._seen
         try:
             while True:
                 if self.expect_startup:
@@ -446,7 +461,17 @@ class Decoder:
                 if size < end:
                     need = end - pos
                     break
-                out.append(_read_typed(code, buf[pos + 5 : end]))
+                if length > _MAX_REMEMBERED_FRAME:
+                    out.append(_read_typed(code, buf[pos + 5 : end]))
+                else:
+                    frame = buf[pos:end]
+                    known = seen.get(frame)
+                    if known is None:
+                        known = _read_typed(code, frame[5:])
+                        if len(seen) >= _MAX_REMEMBERED:
+                            seen.clear()
+                        seen[frame] = known
+                    out.append(known)
                 pos = end
         except FramingError as exc:
             exc.decoded = out
