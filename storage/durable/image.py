@@ -14,6 +14,7 @@ from typing import cast
 
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.records import Record
+from cubequeue.storage.queue_item import path_prefix
 
 __all__ = ["Image"]
 
@@ -89,11 +90,30 @@ class Image:
                 self.results.clear()
             else:
                 self.cache.clear()
+        elif kind == r.PURGE:
+            self._purge(cast(str, rec[1]), cast(str, rec[2]), cast("str | None", rec[3]),
+                        cast(int, rec[4]))
         elif kind == r.ID_RESERVE:
             self.reserved = max(self.reserved, cast(int, rec[1]))
         elif kind == r.CLOCK:
             self._seen(rec[1])
             self.clock_offset = cast(int, rec[2])
+
+    def _purge(self, table: str, prefix: str, status: str | None, bound: int) -> None:
+        """Replay a PURGE: one pass over the table (the live statement detached the
+        prefix in O(1); replaying it costs a scan, once per PURGE in the log)."""
+        if table == "queue":
+            items = self.items
+            gone = [id_ for id_, item in items.items()
+                    if id_ < bound and path_prefix(cast(str, item[1])) == prefix
+                    and (status is None or (item[12] is None) == (status == "pending"))]
+            for id_ in gone:
+                del items[id_]
+        else:
+            cache = self.cache
+            for path in [p for p, row in cache.items()
+                         if cast(int, row[0]) < bound and path_prefix(p) == prefix]:
+                del cache[path]
 
     def _seen(self, *stamps: object) -> None:
         for stamp in stamps:

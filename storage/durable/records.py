@@ -42,6 +42,8 @@ __all__ = [
     "ITEM_PUT",
     "ITEM_SET",
     "KIND_NAMES",
+    "PURGE",
+    "PURGE_STATUSES",
     "RESULT_DEL",
     "RESULT_FLAG",
     "RESULT_PUT",
@@ -67,12 +69,22 @@ __all__ = [
 #: (ID_RESERVE, high): queue ids below ``high`` may have been handed out
 #: (CLOCK, now, offset): the store's clock when a frame began, and the test-clock offset
 #: (TRAILER, last lsn, objects, next id, next cache id, max timestamp): a snapshot's end
+#: (PURGE, table, prefix, status, bound): QUEUE PURGE ("queue": the prefix's items with
+#:  an id below ``bound``, only pending or active ones when ``status`` says so) or CACHE
+#:  PURGE ("cache": the entries under the prefix with a row id below ``bound``), as one
+#:  record whatever their number; ``bound`` spares what was added after it
+
+#: the kind of a PURGE record (here, not in record_kinds, while only the durable store
+#: writes it: it folds the step's per-item removals into one)
+PURGE: Final = 13
+#: what a PURGE's status may say (None: every item of the prefix)
+PURGE_STATUSES: Final = frozenset({None, "pending", "active"})
 
 KIND_NAMES: Final = {
     ITEM_PUT: "item_put", ITEM_SET: "item_set", ITEM_DEL: "item_del",
     RESULT_PUT: "result_put", RESULT_FLAG: "result_flag", RESULT_DEL: "result_del",
     CACHE_PUT: "cache_put", CACHE_DEL: "cache_del", TRUNCATE: "truncate",
-    ID_RESERVE: "id_reserve", CLOCK: "clock", TRAILER: "trailer",
+    ID_RESERVE: "id_reserve", CLOCK: "clock", TRAILER: "trailer", PURGE: "purge",
 }
 
 #: a record as it travels: its kind, then its fields
@@ -242,9 +254,19 @@ def _trailer(r: Fields, limits: Limits) -> None:
         _int(r[i + 1], what, 0 if i < 2 else _I64_MIN)
 
 
+def _purge(r: Fields, limits: Limits) -> None:
+    _arity(r, 5)
+    if r[1] not in _TABLES:
+        raise InvalidRecord(f"purge of unknown table {r[1]!r:.20}")
+    _str(r[2], "purge prefix")
+    if r[3] not in PURGE_STATUSES or (r[1] == "cache" and r[3] is not None):
+        raise InvalidRecord(f"purge status {r[3]!r:.20} is not pending, active or null")
+    _int(r[4], "purge bound", 1)
+
+
 _CHECKS = {
     ITEM_PUT: _item_put, ITEM_SET: _item_set, ITEM_DEL: _by_id,
     RESULT_PUT: _result_put, RESULT_FLAG: _by_id, RESULT_DEL: _by_id,
     CACHE_PUT: _cache_put, CACHE_DEL: _cache_del, TRUNCATE: _truncate,
-    ID_RESERVE: _id_reserve, CLOCK: _clock, TRAILER: _trailer,
+    ID_RESERVE: _id_reserve, CLOCK: _clock, TRAILER: _trailer, PURGE: _purge,
 }

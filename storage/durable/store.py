@@ -43,15 +43,17 @@ from cubequeue.grammar.commands import (
     SysClock,
 )
 from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.storage import bound_fields
 from cubequeue.storage.durable.errors import DiskFull, LogFailed
 from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.lock import DirectoryLock
 from cubequeue.storage.durable.log import DurableLog, LogStopped
-from cubequeue.storage.durable.records import Record
+from cubequeue.storage.durable.records import PURGE, Record
 from cubequeue.storage.durable.recovery import RecoveryReport
 from cubequeue.storage.durable.snapshots import SnapshotInfo, disk_usage, prune, write_snapshot
-from cubequeue.storage.interface import BlockingOutcome, StepResult, Table
-from cubequeue.storage.record_kinds import CLOCK, ID_RESERVE
+from cubequeue.storage.interface import BlockingOutcome, RowStream, StepResult, Table
+from cubequeue.storage.queue_item import path_prefix
+from cubequeue.storage.record_kinds import CACHE_DEL, CLOCK, ID_RESERVE, ITEM_DEL
 from cubequeue.storage.stats import StoreStats
 from cubequeue.storage.store import Store
 
@@ -134,6 +136,8 @@ class DurableStore:
                 return self.wipe()
         if self.store.next_item_id + RESERVE_IDS // 2 >= self._reserved:
             self._reserve()
+        if isinstance(cmd, QueuePurge | CachePurge):
+            return self._reply(self._purge(cmd, process_id))
         result = self.store.execute(cmd, process_id)
         if kind is SysCachestore and getattr(cmd, "action", "") == "info":
             assert isinstance(result, ResultSet), "INFO is one small frame"
@@ -142,6 +146,30 @@ class DurableStore:
             clock = self.store.clock
             self._journal.append((CLOCK, clock(), getattr(clock, "offset_ms", 0)))
         return self._reply(result)
+
+    def _purge(self, cmd: QueuePurge | CachePurge, process_id: str | None,
+               ) -> ResultSet | RowStream:
+        """QUEUE / CACHE PURGE journaled as one PURGE record instead of a removal per item
+        or entry, so the log grows by O(1) bytes for a bulk statement (as TRUNCATE's one
+        record); recovery replays it with the same filter (:meth:`Image.apply`)."""
+        journal, mark = self._journal, len(self._journal)
+        queue = isinstance(cmd, QueuePurge)
+        bound = self.store.next_item_id if queue else self._cache_next_id()
+        deleted = ITEM_DEL if queue else CACHE_DEL
+        result = self.store.execute(cmd, process_id)
+        removed = journal[mark:]
+        if not removed or any(rec[0] != deleted for rec in removed):
+            return result  # nothing removed, or not the per-item shape: journal as it is
+        del journal[mark:]
+        if isinstance(cmd, QueuePurge):
+            record: Record = (PURGE, "queue", bound_fields.text(cmd.prefix), cmd.status, bound)
+        else:  # CACHE PURGE's pattern named one prefix: every removed path carries it
+            record = (PURGE, "cache", path_prefix(str(removed[0][1])), None, bound)
+        journal.append(record)
+        return result
+
+    def _cache_next_id(self) -> int:
+        return int(getattr(self.store, "_cache").next_id)  # noqa: B009  # the store's own counter
 
     def result_blocking(self, cmd: QueueResultBlocking, callback: Callable[[ResultSet], None],
                         process_id: str | None = None) -> BlockingOutcome:
@@ -288,7 +316,7 @@ class DurableStore:
         log.bytes_since_snapshot = 0
         if rotate:
             await log.rotate()
-        cache_next = getattr(self.store, "_cache").next_id  # noqa: B009  # the store's own counter
+        cache_next = self._cache_next_id()
         info = await write_snapshot(
             log, self._files, self.settings.data_dir, self._directory, lsn,
             self.store.snapshot_slices(2000), self._reserved, cache_next,

@@ -51,6 +51,9 @@ records = st.one_of(
     st.tuples(st.just(r.CACHE_DEL), texts.map(lambda t: "c:" + t)),
     st.tuples(st.just(r.TRUNCATE), st.sampled_from(["queue", "cache"])),
     st.tuples(st.just(r.ID_RESERVE), st.integers(1, 100_000)),
+    st.tuples(st.just(r.PURGE), st.just("queue"), st.sampled_from(["q", "", "q:x"]),
+              st.sampled_from([None, "pending", "active"]), ids),
+    st.tuples(st.just(r.PURGE), st.just("cache"), st.sampled_from(["c", ""]), st.none(), ids),
 )
 frame_lists = st.lists(st.lists(records, min_size=1, max_size=5), min_size=1, max_size=8)
 

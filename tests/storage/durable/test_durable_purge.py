@@ -1,0 +1,181 @@
+"""QUEUE / CACHE PURGE and TRUNCATE in durable mode: one record each, replayed exactly."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+from durable_simfs import SimFiles
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cubequeue.grammar import parse
+from cubequeue.grammar.results import ResultSet
+from cubequeue.storage.clock import FakeClock
+from cubequeue.storage.durable import records as r
+from cubequeue.storage.durable.image import Image
+from cubequeue.storage.durable.opening import open_store
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.store import Store
+
+DIR = "/data"
+T0 = 1_700_000_000_000
+
+
+async def _open(files: SimFiles, fsync: str = "everysec"):
+    store = Store(FakeClock(T0), Limits(max_items=100_000, cache_max_keys=100_000))
+    durable, _ = await open_store(store, data_dir=DIR, fsync=fsync, wall_ms=lambda: T0,
+                                  on_fatal=print, files=files, segment_bytes=1 << 20)
+    return durable
+
+
+async def _run(durable, sql: str):
+    out = durable.execute(parse(sql))
+    if inspect.isawaitable(out):
+        out = await out
+    assert isinstance(out, ResultSet)
+    return out.rows
+
+
+def _state(durable) -> tuple[dict, dict, dict]:
+    """The store's persistent state, by key (the snapshot's own records)."""
+    image = Image()
+    for part in durable.store.snapshot_slices(1000):
+        for rec in part:
+            image.apply(rec)
+    return image.items, image.results, dict(image.cache)
+
+
+PREFIXES = ("q", "r", "q:s")
+ops = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(PREFIXES), st.integers(1, 6)),
+    st.tuples(st.just("retrieve"), st.sampled_from(PREFIXES), st.integers(1, 3)),
+    st.tuples(st.just("ack"), st.sampled_from(PREFIXES), st.integers(0, 5)),
+    st.tuples(st.just("purge"), st.sampled_from(PREFIXES),
+              st.sampled_from(["", " PENDING", " ACTIVE"])),
+    st.tuples(st.just("set"), st.sampled_from(("c", "d", "c:e")), st.integers(1, 4)),
+    st.tuples(st.just("cache_purge"), st.sampled_from(("c", "c:*", "d:", "c:e")), st.just(0)),
+    st.tuples(st.just("truncate"), st.sampled_from(["QUEUE", "CACHE"]), st.just(0)),
+    st.tuples(st.just("persist"), st.just(""), st.just(0)),
+), min_size=1, max_size=25)
+
+
+async def _apply(durable, op: tuple[str, str, object], n: int) -> None:
+    kind, arg, count = op
+    if kind == "add":
+        for i in range(int(count)):  # type: ignore[call-overload]
+            await _run(durable, f"QUEUE ADD PRIORITY {i % 3} '{arg}:k{n}-{i}' 'p{n}'")
+    elif kind == "retrieve":
+        for i in range(int(count)):  # type: ignore[call-overload]
+            await _run(durable, f"QUEUE RETRIEVE CONCURRENCY 100 '{arg}:k{n}-{i}'")
+    elif kind == "ack":
+        rows = await _run(durable, f"QUEUE ACTIVE '{arg}'")
+        for row in rows[: int(count)]:  # type: ignore[call-overload]
+            await _run(durable, f"QUEUE ACK {row[1]} 'r{n}'")
+    elif kind == "purge":
+        await _run(durable, f"QUEUE PURGE{count} '{arg}'")
+    elif kind == "set":
+        for i in range(int(count)):  # type: ignore[call-overload]
+            await _run(durable, f"CACHE SET '{arg}:k{n}-{i}' 'v{n}'")
+    elif kind == "cache_purge":
+        await _run(durable, f"CACHE PURGE '{arg}'")
+    elif kind == "truncate":
+        await _run(durable, f"{arg} TRUNCATE")
+    else:
+        await _run(durable, "SYS CACHESTORE PERSIST")
+    durable.run_deferred(None)
+
+
+@settings(deadline=None, max_examples=30)
+@given(ops, ops)
+def test_recovery_after_purge_and_truncate_mid_log_equals_the_live_state(before, after):
+    async def main() -> None:
+        files = SimFiles()
+        durable = await _open(files)
+        for n, op in enumerate(before):
+            await _apply(durable, op, n)
+        for prefix in PREFIXES:  # a purge in the middle of the log, then more traffic
+            await _run(durable, f"QUEUE PURGE PENDING '{prefix}'")
+        await _run(durable, "CACHE PURGE 'c'")
+        for n, op in enumerate(after, start=len(before)):
+            await _apply(durable, op, n)
+        live = _state(durable)
+        again = await _open(files.killed())
+        assert _state(again) == live
+        await again.log.close()
+        await durable.log.close()
+
+    asyncio.run(main())
+
+
+def test_a_queue_purge_and_its_statuses_replay_exactly():
+    async def main() -> None:
+        files = SimFiles()
+        durable = await _open(files)
+        for i in range(6):
+            await _run(durable, f"QUEUE ADD PRIORITY 1 'q:a{i}' 'p'")
+            await _run(durable, f"QUEUE ADD PRIORITY 1 'qq:a{i}' 'p'")
+        for i in range(3):
+            await _run(durable, f"QUEUE RETRIEVE CONCURRENCY 10 'q:a{i}'")
+        assert await _run(durable, "QUEUE PURGE PENDING 'q'") == [(3,)]
+        await _run(durable, "QUEUE ADD PRIORITY 1 'q:late' 'p'")  # above the bound: stays
+        live = _state(durable)
+        disk = files.killed()
+        again = await _open(disk)
+        assert _state(again) == live
+        assert [row[0] for row in await _run(again, "QUEUE LIST 'q'")] == [
+            "a0", "a1", "a2", "late"]
+        assert len(await _run(again, "QUEUE LIST 'qq'")) == 6  # another prefix: untouched
+        assert await _run(again, "QUEUE PURGE ACTIVE 'q'") == [(3,)]
+        live = _state(again)
+        third = await _open(disk.killed())
+        assert _state(third) == live
+        for store in (durable, again, third):
+            await store.log.close()
+
+    asyncio.run(main())
+
+
+def test_a_purge_of_ten_thousand_items_grows_the_log_by_one_small_frame():
+    async def main() -> None:
+        files = SimFiles()
+        durable = await _open(files)
+        for i in range(10_000):
+            await _run(durable, f"QUEUE ADD PRIORITY 1 'big:{i}' 'p'")
+            await _run(durable, f"CACHE SET 'cbig:{i}' 'v'")
+        await _run(durable, "QUEUE ADD PRIORITY 1 'other:1' 'p'")
+        stats = durable.log.stats
+        before = (stats.bytes, stats.records)
+        assert await _run(durable, "QUEUE PURGE 'big'") == [(10_000,)]
+        assert await _run(durable, "CACHE PURGE 'cbig'") == [(10_000,)]
+        grown = stats.bytes - before[0]
+        assert stats.records - before[1] == 2, "one PURGE record per statement"
+        assert grown < 200, f"{grown} bytes for two purges of 10^4 each"
+        durable.run_deferred(None)
+        again = await _open(files.killed())
+        assert await _run(again, "QUEUE LIST 'big'") == []
+        assert await _run(again, "CACHE KEYS 'cbig:*'") == []
+        assert len(await _run(again, "QUEUE LIST 'other'")) == 1
+        await again.log.close()
+        await durable.log.close()
+
+    asyncio.run(main())
+
+
+def test_the_purge_record_names_table_prefix_status_and_bound():
+    async def main() -> None:
+        files = SimFiles()
+        durable = await _open(files)
+        journal: list[tuple[object, ...]] = []
+        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await _run(durable, "CACHE SET 'c:a' 'v'")
+        log = durable.log
+        original = log.extend
+        log.extend = lambda recs: (journal.extend(recs), original(recs))[1]  # type: ignore[method-assign]
+        await _run(durable, "QUEUE PURGE ACTIVE 'q'")  # nothing active: no record at all
+        await _run(durable, "QUEUE PURGE PENDING 'q'")
+        await _run(durable, "CACHE PURGE 'c:*'")
+        assert journal == [(r.PURGE, "queue", "q", "pending", 2), (r.PURGE, "cache", "c", None, 2)]
+        await log.close()
+
+    asyncio.run(main())
