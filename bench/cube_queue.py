@@ -16,6 +16,11 @@ server's CPU (whole process tree, ``cpu.py``) is read when the driver says "go" 
 the last process has had all its queries answered, and each node process reports its own
 ``process.cpuUsage()`` over its window. A run whose queries were not each executed once
 and answered once with their own result is not a result (``check.py``).
+
+``--probe N`` measures instead the cheapest A/B of the WebSocket path: N statements sent
+one after another over one socket (each answer read before the next is sent), the
+server's CPU per statement from /proc (``sequential_probe``). The client is Python's
+websockets; its CPU is not counted.
 """
 
 from __future__ import annotations
@@ -42,8 +47,8 @@ from bench.check import Check, check_run
 from bench.cpu import tree_cpu_s
 from bench.stats import agg, pct
 
-__all__ = ["CONFIGS", "PROCESSES", "QQConfig", "QQRun", "deps_missing", "run_queryqueue",
-           "server_statements", "table"]  # fmt: skip
+__all__ = ["CONFIGS", "PROBES", "PROCESSES", "QQConfig", "QQRun", "deps_missing", "run_queryqueue",
+           "sequential_probe", "server_statements", "table"]  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent
 WORKLOAD = ROOT / "queryqueue" / "workload.cjs"
@@ -258,6 +263,34 @@ def run_queryqueue(peer: peers.Peer, cfg: QQConfig, seconds: float, tag: str,
     return run
 
 
+#: the statements of ``--probe``: (label, text, typed parameters)
+PROBES: tuple[tuple[str, str, list[str] | None], ...] = (
+    ("QUEUE LIST (empty prefix)", "QUEUE LIST 'probe'", None),
+    ("CACHE GET ? (absent key)", "CACHE GET ?", ["probe:k"]),
+)
+PROBE_WARMUP = 300
+
+
+def sequential_probe(peer: peers.Peer, sql: str, n: int, params: list[str] | None = None) -> float:
+    """Server CPU µs per statement for ``n`` sequential ``sql`` over one WebSocket."""
+    from websockets.sync.client import connect
+
+    from cubequeue.server.cubews.codec import encode_query
+
+    url = f"ws://127.0.0.1:{peer.http_port}/ws"
+    frames = [encode_query(i + 1, "bench-probe", sql, parameters=params)
+              for i in range(PROBE_WARMUP + n)]  # fmt: skip
+    with connect(url, compression=None, max_size=2**28) as ws:
+        for frame in frames[:PROBE_WARMUP]:
+            ws.send(frame)
+            ws.recv()
+        cpu0 = tree_cpu_s(peer.pid)
+        for frame in frames[PROBE_WARMUP:]:
+            ws.send(frame)
+            ws.recv()
+        return (tree_cpu_s(peer.pid) - cpu0) / n * 1e6
+
+
 def table(runs: dict[tuple[str, int], list[QQRun]]) -> list[str]:
     """Markdown rows: median over the runs of each (configuration, concurrency)."""
 
@@ -296,7 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="3 s per configuration")
     ap.add_argument("--seconds", type=float, default=0.0, help="window per run (default 10)")
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="only the sequential probe: N statements over one socket")
     args = ap.parse_args(argv)
+    if args.probe:
+        return _probe(args.probe, args.reps)
     missing = deps_missing()
     if missing:
         print(missing, file=sys.stderr)
@@ -326,6 +363,17 @@ def main(argv: list[str] | None = None) -> int:
         if redis is not None:
             redis.stop()
     print("\n".join(table(runs)))
+    return 0
+
+
+def _probe(n: int, reps: int) -> int:
+    cq = peers.start_cubequeue()
+    try:
+        for label, sql, params in PROBES:
+            figures = [sequential_probe(cq, sql, n, params) for _ in range(reps)]
+            print(f"{label:28} server CPU {agg(figures).fmt(1)} µs/statement ({n} sequential)")
+    finally:
+        cq.stop()
     return 0
 
 
