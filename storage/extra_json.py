@@ -50,12 +50,10 @@ __all__ = [
     "reference_merge_extra",
 ]
 
-#: a JSON string, taken to its closing quote or to the end of the text: once started it
-#: cannot fail, so no start is ever retried (a failing pattern retried at each escaped
-#: quote of an unterminated string is quadratic: 78 s for 128 KiB). For every string JSON
-#: accepts it spans exactly what the parser reads; past the parser's first error nothing
-#: matters, since the parser reads no further.
-_STRING = r'"[^"\\]*+(?:\\[\s\S]?[^"\\]*+)*+"?'
+#: a JSON string. For every string JSON accepts it spans exactly what the parser reads
+#: (escapes are a backslash and one character; ``\uXXXX`` is ``\u`` and four plain ones);
+#: past the parser's first error nothing matters, since the parser reads no further
+_STRING = r'"[^"\\]*+(?:\\[\s\S][^"\\]*+)*+"'
 #: anything but a bracket, strings whole (brackets inside them do not nest)
 _FILL = rf'(?:[^\[\]{{}}"]++|{_STRING})*+'
 
@@ -126,26 +124,33 @@ def _matched(pattern: re.Pattern[str], text: str) -> int:
 
 
 def check_depth(text: str, limit: int = MAX_EXTRA_DEPTH) -> None:
-    """Refuse ``text`` nested deeper than ``limit`` (54000), in at most two linear regex passes
-    that never recurse; malformed text is left for the parser to name (22P02).
+    """Refuse ``text`` nested deeper than ``limit`` (54000), in at most three linear regex
+    passes that never recurse; malformed text is left for the parser to name (22P02).
 
-    The text is matched by :func:`_nesting`; where the match stops at an opening
-    bracket, that group is either too deep or still open at the end of the text, and
-    closing it (``limit`` closers appended) tells which. A match that stops at a stray
-    closer stops where the parser stops too (the parser never reads past it)."""
+    The text is matched by :func:`_nesting` from its start (``match``, never a search,
+    so a string is never rescanned from a later quote: the old ``finditer`` scan was
+    quadratic on an unterminated string of escaped quotes, 78 s for 128 KiB). The match
+    stops at the end, at a stray closer or an unterminated string (the parser stops
+    there too), or at an opening bracket whose group is too deep or still open at the end
+    of the text. Closing it tells which: ``limit`` closers appended, or a character and a
+    quote first, for a text that ends inside a string (perhaps after a backslash)."""
     if text.count("[") + text.count("{") <= limit:
         return
     nesting = _nesting(limit)
     stop = _matched(nesting, text)
-    if stop == len(text) or text[stop] in "]}":
+    if stop == len(text) or text[stop] not in "[{":
         return
-    rest = text[stop:] + "]" * limit
-    stop = _matched(nesting, rest)
-    if stop == len(rest) or rest[stop] in "]}":
+    rest, closers = text[stop:], "]" * limit
+    if _closes(nesting, rest + closers) or _closes(nesting, rest + ' "' + closers):
         return
     raise LimitExceeded(
         f"JSON nesting depth of extra exceeds the limit of {limit} (MAX_EXTRA_DEPTH={limit})"
     )
+
+
+def _closes(nesting: re.Pattern[str], text: str) -> bool:
+    stop = _matched(nesting, text)
+    return stop == len(text) or text[stop] in "]}"
 
 
 def parse_json(text: str) -> object:
