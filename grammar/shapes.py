@@ -39,16 +39,7 @@ from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.parser import parse, parse_template
 from cubequeue.grammar.results import Column
 from cubequeue.grammar.templates import Template
-from cubequeue.grammar.tokens import (
-    BT,
-    DOLLAR,
-    DQ,
-    ESTRING,
-    NUMBER,
-    STRING,
-    literal_runs,
-    tokenize,
-)
+from cubequeue.grammar.tokens import literal_runs, tokenize
 
 __all__ = [
     "MAX_CACHE_BYTES",
@@ -70,18 +61,8 @@ MAX_EXACT_TEXT = 1024
 MAX_EXACT_BYTES = 2 * 1024 * 1024
 #: what a template and its bookkeeping cost besides the key (a generous estimate)
 _ENTRY_OVERHEAD = 2048
-#: a literal in a shape key, by kind (the rest of a key is ASCII-blank-collapsed text,
-#: which never holds \x01: ``literal_runs`` leaves such text to the slow way)
-_MARKS = {STRING: "\x01S", ESTRING: "\x01E", DQ: "\x01D", BT: "\x01B", DOLLAR: "\x01$", NUMBER: "\x01N"}
 #: slots of the exact-text map's doorkeeper (see :meth:`StatementCache.prepare`)
 _SEEN_SLOTS = 4096
-
-
-def _collapse(run: str) -> str:
-    """A run between literals with its blanks collapsed: ``CACHE  SET`` and ``CACHE SET``
-    share a shape. Only for ASCII runs, where ``str.split`` splits at exactly the
-    tokenizer's blanks (``literal_runs`` keeps \x1c-\x1f out of runs)."""
-    return " ".join(run.split()) if run.isascii() else run
 
 
 def shape_of(sql: str) -> tuple[str, list[str]] | None:
@@ -89,28 +70,25 @@ def shape_of(sql: str) -> tuple[str, list[str]] | None:
     statement the tokenizer cannot finish (an unterminated literal or comment), which
     only a parse can word.
 
-    One regex match per literal (``tokens.literal_runs``). Text with a comment (or an
-    operator that scan leaves out) is first rewritten as its tokens joined by single
-    spaces, which tokenizes the same, so comments are not part of the shape either.
+    The key is the text between literals and each literal's kind, joined by ``\x01``
+    (which ``tokens.literal_runs`` never leaves in a run), with runs of ASCII blanks
+    collapsed to one space (``CACHE  SET`` and ``CACHE SET`` share a shape; blank or not
+    stays apart: ``$1 5`` is not ``$15``). Only for ASCII keys, where ``str.split``
+    splits at exactly the tokenizer's blanks (the scan keeps \x1c-\x1f out of runs).
+    Text with a comment (or an operator the scan leaves out) is first rewritten as its
+    tokens joined by single spaces, which tokenizes the same, so comments are not part
+    of the shape either.
     """
     cut = literal_runs(sql)
     if cut is None:
-        tokens = [sql[start:end] for _kind, start, end in tokenize(sql)]
-        cut = literal_runs(" ".join(tokens))
+        cut = literal_runs(" ".join(sql[start:end] for _kind, start, end in tokenize(sql)))
         if cut is None:
             return None
-    runs, literals = cut
-    parts: list[str] = []
-    texts: list[str] = []
-    add_part = parts.append
-    add_text = texts.append
-    marks = _MARKS
-    for run, (kind, text) in zip(runs, literals, strict=False):  # one run more
-        add_part(_collapse(run))
-        add_part(marks[kind])
-        add_text(text)
-    add_part(_collapse(runs[-1]))
-    return "".join(parts), texts
+    pieces, literals = cut
+    key = "\x01".join(pieces)
+    if key.isascii():
+        key = " ".join(key.split())
+    return key, literals
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,9 +242,10 @@ def tokenize(sql: str, pos: int = 0, *, backticks: bool = True) -> Iterator[RawT
         yield (kind, start, pos)
 
 
-def literal_runs(sql: str) -> tuple[list[str], list[tuple[str, str]]] | None:
-    """``sql`` cut at its literals: the runs between them (one more than the literals)
-    and each literal as ``(kind, text)``, with the kinds and ends :func:`tokenize` gives.
+def literal_runs(sql: str) -> tuple[list[str], list[str]] | None:
+    """``sql`` cut at its literals: ``(pieces, literals)``, where ``pieces`` alternates the
+    runs between literals with each literal's kind (run, kind, run, …, run) and
+    ``literals`` holds the literal texts, with the kinds and ends :func:`tokenize` gives.
 
     ``None`` when a run holds a comment, an operator the scan leaves out (see ``_RUN``),
     or the text ends in an unterminated literal: then only :func:`tokenize` reads it.
@@ -252,36 +253,39 @@ def literal_runs(sql: str) -> tuple[list[str], list[tuple[str, str]]] | None:
     statement cache (``shapes.py``) calls it for every statement.
     """
     match = _RUN_THEN_LITERAL.match
-    runs: list[str] = []
-    literals: list[tuple[str, str]] = []
+    find = sql.find
+    pieces: list[str] = []
+    add = pieces.append
+    literals: list[str] = []
     pos = 0
     while True:
         m = match(sql, pos)
         if m is None:
             return None
-        runs.append(m.group(1))
-        kind = m.lastgroup
         start = m.end(1)
+        add(sql[pos:start])
+        kind = m.lastgroup
         end = m.end()
         if kind == "QUOTE":
             kind, quote, backslashes = _QUOTED[sql[end - 1]]
             if end - start == 2:
                 kind = ESTRING
-            close = sql.find(quote, end)  # the usual body: no escape, no doubled quote
+            close = find(quote, end)  # the usual body: no escape, no doubled quote
             if close > 0 and sql[close + 1 : close + 2] != quote and not (
-                backslashes and sql.find("\\", end, close) >= 0
+                backslashes and find("\\", end, close) >= 0
             ):
                 end = close + 1
             else:
                 end = _quoted_end(sql, end, quote, backslashes)
         elif kind == DOLLAR:
-            close = sql.find(sql[start:end], end)
+            close = find(sql[start:end], end)
             end = -1 if close < 0 else close + end - start
         elif kind == "END":
-            return runs, literals
+            return pieces, literals
         if end < 0:
             return None
-        literals.append((kind, sql[start:end]))  # type: ignore[arg-type]  # a group name
+        add(kind)  # type: ignore[arg-type]  # a group name
+        literals.append(sql[start:end])
         pos = end
 
 

@@ -32,17 +32,19 @@ def test_literal_runs_cut_where_tokenize_does(sql: str) -> None:
     cut = literal_runs(sql)
     if cut is None:
         return
-    runs, literals = cut
-    assert len(runs) == len(literals) + 1
-    assert "".join(r + text for r, (_, text) in zip(runs, [*literals, ("", "")], strict=True)) == sql
-    assert literals == literals_of(sql), sql
+    pieces, texts = cut
+    runs, kinds = pieces[::2], pieces[1::2]
+    assert len(runs) == len(texts) + 1
+    assert "".join(r + text for r, text in zip(runs, [*texts, ""], strict=True)) == sql
+    assert list(zip(kinds, texts, strict=True)) == literals_of(sql), sql
     assert not any(kind in LITERAL_KINDS for run in runs for kind, _, _ in tokenize(run))
 
 
 def test_literal_runs_hand_cases() -> None:
     sql = "QUEUE ADD PRIORITY -3 E'a\\'b' 'it''s' $t$x$t$ \"d\"\"q\" `b` k1 $1::int8 .5"
-    runs, literals = literal_runs(sql)  # type: ignore[misc]
-    assert literals == [("NUMBER", "3"), ("ESTRING", "E'a\\'b'"), ("STRING", "'it''s'"),
+    pieces, texts = literal_runs(sql)  # type: ignore[misc]
+    runs, kinds = pieces[::2], pieces[1::2]
+    assert list(zip(kinds, texts, strict=True)) == [("NUMBER", "3"), ("ESTRING", "E'a\\'b'"), ("STRING", "'it''s'"),
                         ("DOLLAR", "$t$x$t$"), ("DQ", '"d""q"'), ("BT", "`b`"), ("NUMBER", ".5")]
     assert runs[0] == "QUEUE ADD PRIORITY -" and runs[-2] == " k1 $1::int8 "
     for hard in ["CACHE GET /* c */ 'k'", "CACHE GET 'k' -- c", "CACHE GET 'k", "CACHE GET \x01"]:

@@ -79,7 +79,7 @@ class Renderer:
             return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
         if style == "bt":
             return "`" + s.replace("`", "``") + "`"
-        if style == "e":
+        if style == "e" and "\x00" not in s:  # an E'' string's text may hold no NUL (22021)
             return "E'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
         if style == "dollar":
             for tag in ("", "t", "json", "q1"):
