@@ -3,12 +3,12 @@
 Cube's driver inlines literals into the statement text (always for its
 ``CACHE SET NX 'lock' …``, and for ``QUEUE ADD … '<payload>'`` unless typed parameters
 are on), so a cache keyed by the full text both misses and grows with every payload.
-Here the key is the statement's token sequence with every literal (quoted strings and
-numbers) replaced by its kind; a hit fills the cached
-:class:`~cubequeue.grammar.templates.Template` with this statement's literal texts, through
-the same decoders and range checks a parse applies. Blanks and comments are not part of
-the shape; words are (a bare word may be a keyword or a value, which only the parser
-knows).
+Here the key is the statement's text with every literal (quoted strings and numbers)
+replaced by its kind (:func:`shape_of`, one regex match per literal); a hit fills the
+cached :class:`~cubequeue.grammar.templates.Template` with this statement's literal
+texts, through the same decoders and range checks a parse applies. Blanks and comments
+are not part of the shape; words are (a bare word may be a keyword or a value, which
+only the parser knows).
 
 Errors are never cached, and never worded here: whenever the template parse or filling
 it fails, the statement text is parsed as is, so an error (a range check, a duplicate
@@ -23,7 +23,9 @@ In front of it sits a small exact-text map for *short* statements (at most
 :data:`MAX_EXACT_TEXT` characters, :data:`MAX_EXACT_BYTES` in all): a driver that prepares
 the same parameterised text again and again (psycopg's unnamed statements, Cube's
 ``QUEUE RESULT_BLOCKING ? ?``) then skips tokenizing too. Its bound is in bytes, so it
-cannot pin large payloads either.
+cannot pin large payloads either. A text enters it on its second sighting only
+(:meth:`StatementCache.prepare`), so the stream of once-seen texts with fresh payloads
+costs it nothing and evicts nothing.
 """
 
 from __future__ import annotations
