@@ -3,7 +3,12 @@ in memory and with ``--data-dir`` under ``--fsync no|everysec|always``, beside R
 ``appendfsync everysec`` and ``always`` and PostgreSQL with ``synchronous_commit on``, in
 one run; then the recovery time at 10^6 queued items.
 
-Usage: ``python -m bench.durable [--quick] [--reps N] [--items N]``
+Usage: ``python -m bench.durable [--quick] [--reps N] [--items N] [--in-process]``
+
+``--in-process``: the same QueryQueue steps (ADD, RETRIEVE, MERGE_EXTRA, HEARTBEAT, ACK,
+RESULT; parsed per statement, as clients send text) run by 64 coroutines straight against
+the store, memory and each ``--fsync`` alternating rep by rep: process CPU per cycle (the
+loop and the writer thread), the figure the wire runs add their protocol costs to.
 
 Per system: server CPU per cycle (the server's whole process tree, so cubequeue's writer
 thread and Redis' fsync thread count) and the p99 of a query's latency (submit to result).
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
 import shutil
 import statistics
@@ -30,6 +36,8 @@ from bench import peers
 from bench.adapters import Target, setup
 from bench.cycle import CycleConfig, CycleRun, run_cycle
 from bench.stats import pct
+from cubequeue.grammar import parse
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import layout
 from cubequeue.storage.durable.files import OsFiles
@@ -37,6 +45,7 @@ from cubequeue.storage.durable.frames import encode_frame
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.durable.progress import ProgressWatch
 from cubequeue.storage.durable.segments import SegmentWriter
+from cubequeue.storage.durable.store import DurableStore
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.record_kinds import ITEM_PUT
 from cubequeue.storage.store import Store
@@ -167,8 +176,10 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
         writer = SegmentWriter(files, tmp, directory, 64 << 20, first)
         lsn = first
         for start in range(1, items + 1, 100):
-            recs = [(ITEM_PUT, i, f"PREFIX_QO:{i % 1000}:{i}", PAYLOAD, i % 10, T0, None,
-                     T0 + 14_400_000, None, False, None, None, None, None)
+            # a payload of its own per item: marshal writes a repeated object once, so a
+            # shared one would shrink the log and the decode below what real queues see
+            recs = [(ITEM_PUT, i, f"PREFIX_QO:{i % 1000}:{i}", f"{i:010d}{PAYLOAD}", i % 10,
+                     T0, None, T0 + 14_400_000, None, False, None, None, None, None)
                     for i in range(start, min(start + 100, items + 1))]
             writer.write(encode_frame(lsn, recs), lsn)
             lsn += len(recs)
@@ -189,14 +200,82 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
         shutil.rmtree(tmp)
 
 
+async def _step(store: Store | DurableStore, sql: str) -> list[Row]:
+    out = store.execute(parse(sql))
+    if inspect.isawaitable(out):
+        out = await out
+    assert isinstance(out, ResultSet)
+    return out.rows
+
+
+async def _in_process_cycles(store: Store | DurableStore, clients: int, cycles: int) -> float:
+    """Process CPU seconds per QueryQueue cycle, ``clients`` coroutines at once."""
+    counter = iter(range(10**9))
+
+    async def client() -> None:
+        for _ in range(cycles // clients):
+            n = next(counter)
+            path = f"q:{n}"
+            id_ = (await _step(store, f"QUEUE ADD PRIORITY 1 '{path}' '{n}{PAYLOAD}'"))[0][0]
+            await _step(store, f"QUEUE RETRIEVE CONCURRENCY 1000 '{path}'")
+            await _step(store, f"QUEUE MERGE_EXTRA {id_} '{{\"startQueryTime\":{n}}}'")
+            await _step(store, f"QUEUE HEARTBEAT {id_}")
+            await _step(store, f"QUEUE ACK {id_} '{{\"result\":{n}}}'")
+            await _step(store, f"QUEUE RESULT '{path}'")
+
+    started = time.process_time()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return (time.process_time() - started) / (cycles // clients * clients)
+
+
+async def in_process_costs(reps: int, clients: int = 64, cycles: int = 3200,
+                           ) -> dict[str, list[float]]:
+    """µs per cycle for memory and each --fsync, the modes alternating within each rep."""
+    modes = ("memory", *CUBEQUEUE_FSYNC)
+    out: dict[str, list[float]] = {mode: [] for mode in modes}
+    limits = Limits(max_items=10**7)
+    await _in_process_cycles(Store(FakeClock(T0), limits), clients, clients * 10)  # warm up
+    for _ in range(reps):
+        for mode in modes:
+            if mode == "memory":
+                out[mode].append(1e6 * await _in_process_cycles(
+                    Store(FakeClock(T0), limits), clients, cycles))
+                continue
+            tmp = tempfile.mkdtemp(prefix="cq-bench-")
+            try:
+                durable, _ = await open_store(Store(FakeClock(T0), limits), data_dir=tmp,
+                                              fsync=mode, wall_ms=lambda: T0, on_fatal=print)  # type: ignore[arg-type]  # a FsyncPolicy
+                out[mode].append(1e6 * await _in_process_cycles(durable, clients, cycles))
+                await durable.close()
+            finally:
+                shutil.rmtree(tmp)
+    return out
+
+
+def report_in_process(costs: dict[str, list[float]]) -> None:
+    base = statistics.median(costs["memory"])
+    _log("in-process QueryQueue cycle (64 clients), process CPU per cycle, median of "
+         f"{len(costs['memory'])} alternating reps")
+    for mode, got in costs.items():
+        cpu = statistics.median(got)
+        label = "memory" if mode == "memory" else f"--fsync {mode}"
+        _log(f"  {label:16s} {cpu:7.0f} us   x{cpu / base:5.2f}   "
+             f"({' '.join(f'{x:.0f}' for x in got)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=0, help="runs per system (3; quick 2)")
     parser.add_argument("--items", type=int, default=1_000_000)
     parser.add_argument("--no-cycle", action="store_true", help="recovery time only")
+    parser.add_argument("--in-process", action="store_true",
+                        help="the cycle in process instead of over the wire (no peers)")
     args = parser.parse_args()
     reps = args.reps or (2 if args.quick else 3)
+    if args.in_process:
+        report_in_process(asyncio.run(in_process_costs(reps * 2)))
+        return
     cycle = QUICK_CYCLE if args.quick else CYCLE
     if not args.no_cycle:
         data_root = tempfile.mkdtemp(prefix="cq-bench-durable-")

@@ -222,21 +222,22 @@ class _Replay:
         except ValueError as err:
             self.quarantine.record(source, frame.first_lsn, None, f"undecodable frame: {err}")
             return
-        hook = self.on_record
+        hook, first = self.on_record, frame.first_lsn
         self.replayed += len(values)
-        for i, raw in enumerate(values):
-            lsn = frame.first_lsn + i
-            if lsn <= after:
-                continue
+        validate, apply, limits = r.validate, into.apply, self.limits
+        applied = 0
+        for i in range(max(0, after + 1 - first), len(values)):  # lsns after ``after``
+            raw = values[i]
             if hook is not None:
-                hook(lsn)
+                hook(first + i)
             try:
-                rec = r.validate(raw, self.limits)
+                rec = validate(raw, limits)
             except InvalidRecord as err:
-                self.quarantine.record(source, lsn, raw, str(err))
+                self.quarantine.record(source, first + i, raw, str(err))
                 continue
-            into.apply(rec)
-            self.report.records += 1
+            apply(rec)
+            applied += 1
+        self.report.records += applied
 
     # -- snapshots ----------------------------------------------------------------------
 
