@@ -25,6 +25,13 @@ before the runs, so later RETRIEVEs and ACKs may find their item already claimed
 gone; the hit rate is reported next to the numbers. Nothing ACKs the RETRIEVEd items,
 so each RETRIEVE run starts after ``QUEUE PURGE ACTIVE ''`` (every RETRIEVE answers with
 the prefix's whole active-key list, which grows during the run).
+
+For A/B pairs on a shared machine, ``python -m bench.wire inproc [simple extended
+prepared]`` feeds one pgbench transaction's bytes at a time to the real listener
+protocol in-process (session, executor, metrics, logging; answers to a sink) and reports
+CPU µs per transaction, and ``python -m bench.wire pgbench MODE -c N`` runs the
+steady-state pgbench ``SELECT 1`` against a fresh server. Alternate base and new trees
+(``PYTHONPATH`` pointing at a copy of the base) and compare medians.
 """
 
 from __future__ import annotations
@@ -389,7 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-T", "--seconds", type=int, default=5)
     ap.add_argument("--sql", default=INPROC_SQL)
     ap.add_argument("--profile", help="cProfile dump file (inproc, last rep)")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)
     w = Workload("cubequeue", args.sql, args.sql, args.sql)
     for mode in args.modes:
         if args.what == "inproc":
