@@ -8,9 +8,21 @@ and asks the owner's ``live(due, id)`` predicate whether an entry still stands f
 The owner checks the heap at the start of each step, so an idle store does no work and a
 step with nothing due pays one comparison. A row removed for another reason (ACK, CANCEL,
 REMOVE, a new TTL…) leaves its entry behind: the owner reports it with
-:meth:`ExpiryHeap.note_dead`, and once dead entries outnumber live ones the heap is rebuilt
-from the live ones, so memory stays proportional to live rows at O(1) amortized cost per
-removal. Popping never returns a dead entry.
+:meth:`ExpiryHeap.note_dead`, and once dead entries outnumber live ones a compaction pass
+starts, so memory stays proportional to live rows. Popping never returns a dead entry.
+
+The pass works in place and a few entries at a time, never in one O(n) step (filtering
+10⁶ entries and heapifying them held the event loop for hundreds of milliseconds): each
+:meth:`~ExpiryHeap.push` and :meth:`~ExpiryHeap.note_dead` while it runs examines
+``step`` more entries, from the end of the array towards the root. A dead entry is
+deleted where it stands (the last entry takes its place and sifts), so the array is a
+valid heap after every call and pops go on as usual: nothing due is missed, and only
+entries the owner's predicate calls dead are deleted. An entry a sift moves past the
+cursor escapes this pass (it is dropped when popped, or by a later pass). With ``step``
+examinations per call, a pass over n entries ends within 2n / ``step`` calls (a deleted
+entry's slot is examined again), so the pushes that keep the heap growing cannot outrun
+it: memory stays within a constant factor of the live rows. Duplicate entries (a row re-timed back to a due
+it had) are kept, and popped once.
 """
 
 from __future__ import annotations
@@ -18,13 +30,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-__all__ = ["REBUILD_AFTER", "ExpiryHeap", "Liveness"]
+__all__ = ["COMPACT_STEP", "REBUILD_AFTER", "ExpiryHeap", "Liveness"]
 
 #: ``live(due, id)``: does this entry still stand for a row due at ``due``?
 Liveness = Callable[[int, int], bool]
 
-#: dead entries tolerated before a rebuild is considered (then: once they are the majority)
+#: dead entries tolerated before a compaction is considered (then: once they are the majority)
 REBUILD_AFTER = 1024
+#: entries a running compaction examines per push or note_dead (a few microseconds)
+COMPACT_STEP = 8
 #: dues are shifted by this so that a negative due still packs in order
 _BIAS = 1 << 63
 _ID_BITS = 64
@@ -32,12 +46,21 @@ _ID_MASK = (1 << _ID_BITS) - 1
 
 
 class ExpiryHeap:
-    __slots__ = ("_dead", "_heap", "_live")
+    __slots__ = ("_cursor", "_dead", "_heap", "_live", "_noted", "_rebuild_after", "_step")
 
-    def __init__(self, live: Liveness) -> None:
+    def __init__(
+        self, live: Liveness, *, rebuild_after: int = REBUILD_AFTER, step: int = COMPACT_STEP
+    ) -> None:
         self._heap: list[int] = []
+        #: dead entries believed held (an estimate: never below zero, reset by each pass)
         self._dead = 0
         self._live = live
+        #: the next index the running compaction examines; -1 when none runs
+        self._cursor = -1
+        #: note_dead calls since the running compaction started
+        self._noted = 0
+        self._rebuild_after = rebuild_after
+        self._step = max(1, step)
 
     def __len__(self) -> int:
         """Entries held, dead ones included."""
@@ -45,6 +68,13 @@ class ExpiryHeap:
 
     def push(self, due: int, id_: int) -> None:
         heapq.heappush(self._heap, (due + _BIAS) << _ID_BITS | id_)
+        if self._cursor >= 0:
+            self._compact(self._step)
+
+    @property
+    def compacting(self) -> bool:
+        """A compaction pass is under way (tests, INFO)."""
+        return self._cursor >= 0
 
     def next_due(self) -> int | None:
         """The earliest due held (perhaps a dead entry's: an early look costs nothing)."""
@@ -86,16 +116,68 @@ class ExpiryHeap:
         return out
 
     def note_dead(self) -> None:
-        """One row left before its due, so its entry is dead; rebuild when dead entries
-        dominate (a rebuild also drops duplicate entries)."""
+        """One row left before its due, so its entry is dead; once dead entries dominate,
+        start a compaction pass (see the module docstring), and advance a running one."""
         self._dead += 1
-        if self._dead > REBUILD_AFTER and self._dead * 2 > len(self._heap):
-            live = self._live
-            kept = {e for e in self._heap if live((e >> _ID_BITS) - _BIAS, e & _ID_MASK)}
-            self._heap = list(kept)
-            heapq.heapify(self._heap)
-            self._dead = 0
+        if self._cursor >= 0:
+            self._noted += 1
+        elif self._dead > self._rebuild_after and self._dead * 2 > len(self._heap):
+            self._cursor, self._noted = len(self._heap) - 1, 0
+        else:
+            return
+        self._compact(self._step)
+
+    def _compact(self, budget: int) -> None:
+        """Examine up to ``budget`` entries from the cursor down, deleting the dead ones
+        in place. The cursor stays put after a deletion, so the entry that took the slot
+        is examined too; each examination either deletes or moves down, so it ends."""
+        heap, live = self._heap, self._live
+        i = min(self._cursor, len(heap) - 1)
+        deleted = 0
+        while i >= 0 and budget:
+            budget -= 1
+            entry = heap[i]
+            if live((entry >> _ID_BITS) - _BIAS, entry & _ID_MASK):
+                i -= 1
+                continue
+            deleted += 1
+            last = heap.pop()
+            if i < len(heap):
+                _replace(heap, i, last)
+            else:
+                i -= 1  # the last slot itself went
+        self._cursor = i
+        if deleted:
+            self._dead = max(0, self._dead - deleted)
+        if i < 0:  # the pass is over: what died meanwhile may still be held
+            self._dead = min(self._dead, self._noted)
 
     def clear(self) -> None:
         self._heap.clear()
         self._dead = 0
+        self._cursor = -1
+
+
+def _replace(heap: list[int], i: int, item: int) -> None:
+    """Put ``item`` at ``heap[i]`` (whose entry was deleted) and restore the heap order:
+    up towards the root if it is smaller than its parent, else down."""
+    while i:
+        parent = (i - 1) >> 1
+        above = heap[parent]
+        if above <= item:
+            break
+        heap[i] = above
+        i = parent
+    size = len(heap)
+    child = 2 * i + 1
+    while child < size:
+        right = child + 1
+        if right < size and heap[right] < heap[child]:
+            child = right
+        below = heap[child]
+        if item <= below:
+            break
+        heap[i] = below
+        i = child
+        child = 2 * i + 1
+    heap[i] = item
