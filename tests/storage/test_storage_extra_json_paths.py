@@ -286,3 +286,13 @@ def test_default_extra_cap_is_64_kib_and_named() -> None:
     assert str(err.value).endswith(f"exceeds the limit of {cap} bytes (max_extra_bytes={cap})")
     h.merge("q:a", text[:-3] + '"}')
     assert h.get(1) == [("p", text[:-3] + '"}')]
+
+
+def test_deep_first_write_under_the_cap_names_the_depth_limit() -> None:
+    h = harness()
+    h.add("q:a")
+    deep = "[" * 10_000 + "]" * 10_000  # 20 KB: under the size cap, far too deep
+    with pytest.raises(LimitExceeded) as err:
+        h.merge("q:a", deep)
+    assert f"MAX_EXTRA_DEPTH={MAX_EXTRA_DEPTH}" in str(err.value)
+    assert h.get(1) == [("p", None)]
