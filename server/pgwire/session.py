@@ -116,7 +116,8 @@ _log = logging.getLogger("cubequeue.pg")
 
 #: texts up to this length keep their split_statements outcome (see _split)
 _SPLIT_CACHE_MAX_LEN = 256
-#: constant plain outcomes a connection keeps encoded (plain SQL has three)
+#: constant replies a connection keeps encoded (plain SQL has three constant outcomes;
+#: an Execute's are per result shape too); the map is cleared when full
 _MAX_CONSTANT_REPLIES = 16
 
 
@@ -204,6 +205,9 @@ class PgSession:
         self.origin: Origin | None = None
         #: id(constant PlainOutcome) → (it, its encoded reply): :meth:`_constant_reply`
         self._constant_replies: dict[int, tuple[PlainOutcome, bytes]] = {}
+        #: the same for an Execute, by (outcome, result shape): :meth:`_constant_portal`
+        self._constant_portals: dict[
+            tuple[int, int], tuple[PlainOutcome, ResultShape, bytes]] = {}
 
     # --- public API -----------------------------------------------------------------
 
@@ -479,8 +483,9 @@ class PgSession:
             return
         mark = len(self.wire)
         self._plain_reply(outcome)
-        if len(replies) < _MAX_CONSTANT_REPLIES:
-            replies[id(outcome)] = (outcome, b"".join(self.wire[mark:]))
+        if len(replies) >= _MAX_CONSTANT_REPLIES:
+            replies.clear()
+        replies[id(outcome)] = (outcome, b"".join(self.wire[mark:]))
 
     def _dialect_wait(self, command: Command, wait: WaitFor) -> _Run:
         self._stream_plan = self._simple_shape
@@ -657,8 +662,27 @@ class PgSession:
                 if isinstance(answer, PlainWait):
                     return self._execute_plain_wait(portal, answer, msg.max_rows)
                 self._plain_portal(portal, answer)
+                if answer.constant and msg.max_rows <= 0:
+                    self._constant_portal(portal, answer)
+                    return None
         self._send_portal(portal, msg.max_rows)
         return None
+
+    def _constant_portal(self, portal: Portal, outcome: PlainOutcome) -> None:
+        """A constant outcome's DataRows and CommandComplete for an Execute without a
+        row limit, encoded once per (outcome, result shape) and then appended as is."""
+        shape = portal.shape
+        replies = self._constant_portals
+        reply = replies.get((id(outcome), id(shape)))
+        if reply is not None and reply[0] is outcome and reply[1] is shape:
+            self.wire.append(reply[2])
+            portal.pos = len(portal.rows or ())
+            return
+        mark = len(self.wire)
+        self._send_portal(portal, 0)
+        if len(replies) >= _MAX_CONSTANT_REPLIES:
+            replies.clear()
+        replies[(id(outcome), id(shape))] = (outcome, shape, b"".join(self.wire[mark:]))
 
     def _execute_wait(self, portal: Portal, wait: WaitFor, max_rows: int) -> _Run:
         if max_rows <= 0 and portal.columns is not None:

@@ -173,6 +173,25 @@ def test_constant_reply_is_the_same_after_settings_change():
     assert run(session, m.Query("SELECT 1; SELECT pg_advisory_unlock_all(); UNLISTEN *")) == first
 
 
+def test_constant_execute_per_result_format_and_an_exhausted_portal():
+    session = make()
+    text = run(session, *extended("SELECT 1"))
+    assert m.DataRow((b"1",)) in text
+    binary = run(session, m.Parse("", "SELECT 1", ()), m.Bind("", "", (), (), (1,)),
+                 m.Execute("", 0), m.Sync())
+    assert m.DataRow((b"\x00\x00\x00\x01",)) in binary
+    for _ in range(2):  # the kept reply, then the same for a second portal
+        again = run(session, m.Bind("", "", (), (), (1,)), m.Execute("", 0), m.Sync())
+        assert again == [m.BindComplete(), m.DataRow((b"\x00\x00\x00\x01",)),
+                         m.CommandComplete("SELECT 1"), m.ReadyForQuery("I")]
+    out = run(session, m.Query("BEGIN"), m.Bind("", "", (), (), ()), m.Execute("", 0),
+              m.Execute("", 0), m.Sync())
+    assert out[-4:] == [m.DataRow((b"1",)), m.CommandComplete("SELECT 1"),
+                        m.CommandComplete("SELECT 0"), m.ReadyForQuery("T")]
+    limited = run(session, m.Bind("", "", (), (), ()), m.Execute("", 1), m.Sync())
+    assert limited[-3:] == [m.DataRow((b"1",)), m.PortalSuspended(), m.ReadyForQuery("T")]
+
+
 # --- a real server -----------------------------------------------------------------------
 
 
