@@ -29,9 +29,11 @@ from cubequeue.server import __version__
 from cubequeue.server.config import Config
 from cubequeue.server.context import ConnectionRegistry, ServerContext, load_users
 from cubequeue.server.executor import Executor
+from cubequeue.server.heap import run_heap_policy
 from cubequeue.server.stores import StartupRefused, build_store, close_store, open_store
 from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.limits import Limits
+from cubequeue.storage.stats import StoreStats
 
 if TYPE_CHECKING:
     from cubequeue.storage.queue_log import Departure
@@ -262,6 +264,7 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     # collector's generations so each collection walks only what commands allocate.
     gc.collect()
     gc.freeze()
+    heap = loop.create_task(run_heap_policy(lambda: _store_rows(ctx)))
     _log.info(
         "cubequeue %s listening: postgres on %s:%d, http/ws on %s:%d%s",
         ctx.version, config.host, config.port, config.host, config.http_port,
@@ -275,9 +278,24 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
         stop.clear()  # a second signal cuts the grace period short
     finally:
         watcher.cancel()
+        heap.cancel()
         if unix_server is not None:
             unix_server.close()
         await _shutdown(ctx, pg_server, http_server, stop)
+
+
+def _store_rows(ctx: ServerContext) -> int | None:
+    """Rows the store keeps in this process (items, results, cache keys), for the heap
+    policy; None for a store that keeps them elsewhere (PostgreSQL) or is not attached."""
+    if ctx.store.kind == "postgresql":
+        return None
+    try:
+        stats = ctx.store.stats()
+    except Exception:  # still recovering (57P03), or a store that failed: skip the tick
+        return None
+    if not isinstance(stats, StoreStats):
+        return None
+    return stats.items_total + stats.results_total + stats.cache_keys
 
 
 async def _shutdown(
