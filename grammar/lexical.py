@@ -104,22 +104,45 @@ def check_int_text(text: str, name: str, position: int | None = None) -> int:
 # ---- strings -----------------------------------------------------------------------
 
 _MYSQL_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
-_MYSQL_ESCAPE_RE = re.compile(r"\\([\s\S])|''")
-
-
-def _mysql_escape(m: re.Match[str]) -> str:
-    ch = m.group(1)
-    if ch is None:
-        return "'"
-    return _MYSQL_ESCAPES.get(ch, ch)
 
 
 def decode_string(token: str) -> str:
-    """``'…'`` (§1.2); the fast path skips the regex for the common escape-free body."""
+    """``'…'`` (§1.2): cut at the backslashes, each part after one starts with its
+    escaped character (an empty part: the escaped character is the next backslash).
+
+    One ``str.split`` and a short step per escape: Cube's driver escapes every ``"`` of
+    a JSON payload (``\\"``), and a regex callback per escape cost several times more.
+    A ``''`` in plain text is one quote (the tokenizer pairs unescaped quotes, so a pair
+    never straddles an escape); an escaped quote stays one quote.
+    """
     body = token[1:-1]
-    if "\\" not in body and "''" not in body:
-        return body
-    return _MYSQL_ESCAPE_RE.sub(_mysql_escape, body)
+    if "\\" not in body:
+        return body.replace("''", "'") if "''" in body else body
+    if "''" in body:
+        return "".join(_unescape(body, lambda text: text.replace("''", "'")))
+    return "".join(_unescape(body, str))
+
+
+def _unescape(body: str, plain: Callable[[str], str]) -> list[str]:
+    """:func:`decode_string`'s pieces: ``plain`` turns each unescaped stretch into text."""
+    parts = body.split("\\")
+    escapes = _MYSQL_ESCAPES
+    out = [plain(parts[0])]
+    add = out.append
+    i, n = 1, len(parts)
+    while i < n:
+        part = parts[i]
+        if part:
+            first = part[0]
+            add(escapes.get(first, first))
+            add(plain(part[1:]))
+            i += 1
+        else:  # "\\\\": an escaped backslash, and the part after it is plain text
+            add("\\")
+            if i + 1 < n:
+                add(plain(parts[i + 1]))
+            i += 2
+    return out
 
 
 _PG_ESCAPES = {"b": 8, "f": 12, "n": 10, "r": 13, "t": 9}

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cubequeue.grammar import StatementCache, parse
 from cubequeue.grammar.errors import QueueError
+from cubequeue.grammar.lexical import decode_string
 from cubequeue.grammar.shapes import shape_of
 from cubequeue.grammar.tokens import LITERAL_KINDS, literal_runs, tokenize
 
@@ -74,3 +77,55 @@ def test_one_cache_across_odd_texts_answers_as_the_parse(head: str, tail: str) -
     sql = head + tail
     for _ in range(3):  # shape miss, shape hit, exact-text hit
         assert outcome(SHARED.parse, sql) == outcome(parse, sql), sql
+
+
+def reference_quoted_end(sql: str, pos: int, quote: str, backslashes: bool) -> int:
+    """One character at a time, as the rule reads (tokens.py's module docstring)."""
+    i = pos
+    while i < len(sql):
+        c = sql[i]
+        if backslashes and c == "\\":
+            i += 2
+        elif c == quote:
+            if sql.startswith(quote, i + 1):
+                i += 2
+            else:
+                return i + 1
+        else:
+            i += 1
+    return -1
+
+
+@settings(deadline=None, max_examples=3000)
+@given(st.text(alphabet="'\\\"a", max_size=24), st.sampled_from([("'", True), ('"', False)]))
+def test_quoted_end_is_the_character_by_character_rule(body: str, quoting: tuple[str, bool]) -> None:
+    from cubequeue.grammar.tokens import _quoted_end
+
+    quote, backslashes = quoting
+    sql = "E" + quote + body
+    assert _quoted_end(sql, 2, quote, backslashes) == reference_quoted_end(sql, 2, quote, backslashes)
+
+
+_REFERENCE_ESCAPE = re.compile(r"\\([\s\S])|''")
+_CONTROL = {"0": "\0", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+
+
+def reference_decode_string(token: str) -> str:
+    """The rule as one regex pass (what decode_string did before its split loop)."""
+
+    def one(m: re.Match[str]) -> str:
+        ch = m.group(1)
+        return "'" if ch is None else _CONTROL.get(ch, ch)
+
+    return _REFERENCE_ESCAPE.sub(one, token[1:-1])
+
+
+@settings(deadline=None, max_examples=3000)
+@given(st.text(alphabet="'\\\"anZ0x", max_size=24))
+def test_decode_string_is_the_one_pass_rule(body: str) -> None:
+    sql = "'" + body
+    end = reference_quoted_end(sql, 1, "'", True)
+    if end < 0:
+        return
+    token = sql[:end]
+    assert decode_string(token) == reference_decode_string(token), token
