@@ -396,6 +396,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-T", "--seconds", type=int, default=5)
     ap.add_argument("--sql", default=INPROC_SQL)
     ap.add_argument("--profile", help="cProfile dump file (inproc, last rep)")
+    ap.add_argument("--postgres", action="store_true",
+                    help="pgbench against a fresh PostgreSQL 15 instead (the same script)")
     args = ap.parse_intermixed_args(argv)
     w = Workload("cubequeue", args.sql, args.sql, args.sql)
     for mode in args.modes:
@@ -405,15 +407,15 @@ def main(argv: list[str] | None = None) -> None:
                        for i in range(args.reps)]
             unit = "µs/tx in-process"
         else:
-            from bench.peers import start_cubequeue
+            from bench.peers import start_cubequeue, start_postgres
 
-            peer = start_cubequeue()
+            peer = start_postgres() if args.postgres else start_cubequeue()
             try:
                 figures = [run_pgbench(peer, w, mode, args.clients, args.seconds).us_per_statement
                            for _ in range(args.reps)]
             finally:
                 peer.stop()
-            unit = f"server µs/stmt pgbench -c {args.clients}"
+            unit = f"{peer.name} server µs/stmt pgbench -c {args.clients}"
         print(f"{mode:9} {statistics.median(figures):7.2f} {unit} "
               f"(min {min(figures):.2f}, max {max(figures):.2f})", flush=True)
 
