@@ -118,9 +118,32 @@ def decode_string(token: str) -> str:
     body = token[1:-1]
     if "\\" not in body:
         return body.replace("''", "'") if "''" in body else body
+    if "\x01" not in body and "\x02" not in body:
+        return _unescape_by_replace(body)
     if "''" in body:
         return "".join(_unescape(body, lambda text: text.replace("''", "'")))
     return "".join(_unescape(body, str))
+
+
+#: ``\\X`` escapes that are control characters, as ``str.replace`` pairs
+_CONTROL_ESCAPES = tuple(("\\" + key, value) for key, value in _MYSQL_ESCAPES.items())
+
+
+def _unescape_by_replace(body: str) -> str:
+    """:func:`decode_string` for a body without \\x01 and \\x02, in a few C-level passes.
+
+    ``str.replace`` pairs backslashes from the left, as escapes pair them, so the escaped
+    backslashes go first (to \\x01); every backslash left then introduces one escape.
+    An escaped quote is set aside (\\x02) while ``''`` becomes one quote, so the two never
+    pair up; then the control escapes, and a backslash before anything else is dropped.
+    """
+    text = body.replace("\\\\", "\x01")
+    if "''" in text:
+        text = text.replace("\\'", "\x02").replace("''", "'").replace("\x02", "'")
+    for escape, char in _CONTROL_ESCAPES:
+        if escape in text:
+            text = text.replace(escape, char)
+    return text.replace("\\", "").replace("\x01", "\\")
 
 
 def _unescape(body: str, plain: Callable[[str], str]) -> list[str]:

@@ -72,11 +72,11 @@ def shape_of(sql: str) -> tuple[str, list[str]] | None:
     statement the tokenizer cannot finish (an unterminated literal or comment), which
     only a parse can word.
 
-    The key is the text between literals and each literal's kind, joined by ``\x01``
+    The key is the text between literals and each literal's kind, joined by ``\\x01``
     (which ``tokens.literal_runs`` never leaves in a run), with runs of ASCII blanks
     collapsed to one space (``CACHE  SET`` and ``CACHE SET`` share a shape; blank or not
     stays apart: ``$1 5`` is not ``$15``). Only for ASCII keys, where ``str.split``
-    splits at exactly the tokenizer's blanks (the scan keeps \x1c-\x1f out of runs).
+    splits at exactly the tokenizer's blanks (the scan keeps \\x1c-\\x1f out of runs).
     Text with a comment (or an operator the scan leaves out) is first rewritten as its
     tokens joined by single spaces, which tokenizes the same, so comments are not part
     of the shape either.

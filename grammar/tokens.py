@@ -118,8 +118,8 @@ _WORD_RE = re.compile(rf"{ID_START}{ID_CHAR}*")
 # alternative is possessive and each character is read once. The literal after a run
 # is matched up to its opening only; its body is found with str.find (_quoted_end),
 # which reads a megabyte literal some ten times faster than a regex character class.
-# The operator class leaves out \x00, \x01 (shape keys' markers) and \x1c-\x1f (blank
-# to str.split, an operator here): such text goes the slow way too.
+# The operator class leaves out \x00, \x01 (which joins a shape key's pieces) and
+# \x1c-\x1f (blank to str.split, an operator here): such text goes the slow way too.
 _RUN = (
     r"(?:[ \t\r\n\f\v]++"
     rf"|(?![Ee]'){ID_START}{ID_CHAR}*+"

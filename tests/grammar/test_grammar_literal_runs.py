@@ -121,7 +121,7 @@ def reference_decode_string(token: str) -> str:
 
 
 @settings(deadline=None, max_examples=3000)
-@given(st.text(alphabet="'\\\"anZ0x", max_size=24))
+@given(st.text(alphabet="'\\\"anZ0x\x01\x02", max_size=24))
 def test_decode_string_is_the_one_pass_rule(body: str) -> None:
     sql = "'" + body
     end = reference_quoted_end(sql, 1, "'", True)
