@@ -107,18 +107,15 @@ _MYSQL_ESCAPES = {"0": "\0", "a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\
 
 
 def decode_string(token: str) -> str:
-    """``'…'`` (§1.2): cut at the backslashes, each part after one starts with its
-    escaped character (an empty part: the escaped character is the next backslash).
-
-    One ``str.split`` and a short step per escape: Cube's driver escapes every ``"`` of
-    a JSON payload (``\\"``), and a regex callback per escape cost several times more.
-    A ``''`` in plain text is one quote (the tokenizer pairs unescaped quotes, so a pair
-    never straddles an escape); an escaped quote stays one quote.
+    """``'…'`` (§1.2), in C-level passes (:func:`_unescape_by_replace`), or for a body
+    holding \\x01 (the passes' placeholder) one ``str.split`` and a short step per
+    escape (:func:`_unescape`). Cube's driver escapes every ``"`` of a JSON payload
+    (``\\"``): a regex callback per escape cost several times more.
     """
     body = token[1:-1]
     if "\\" not in body:
         return body.replace("''", "'") if "''" in body else body
-    if "\x01" not in body and "\x02" not in body:
+    if "\x01" not in body:
         return _unescape_by_replace(body)
     if "''" in body:
         return "".join(_unescape(body, lambda text: text.replace("''", "'")))
@@ -130,16 +127,18 @@ _CONTROL_ESCAPES = tuple(("\\" + key, value) for key, value in _MYSQL_ESCAPES.it
 
 
 def _unescape_by_replace(body: str) -> str:
-    """:func:`decode_string` for a body without \\x01 and \\x02, in a few C-level passes.
+    """:func:`decode_string` for a body without \\x01, in a few C-level passes.
 
     ``str.replace`` pairs backslashes from the left, as escapes pair them, so the escaped
     backslashes go first (to \\x01); every backslash left then introduces one escape.
-    An escaped quote is set aside (\\x02) while ``''`` becomes one quote, so the two never
-    pair up; then the control escapes, and a backslash before anything else is dropped.
+    Then ``''`` becomes one quote: the quotes after an escaping backslash come in an odd
+    run (the tokenizer pairs the unescaped ones), so pairing that run from the left
+    still leaves one quote behind the backslash and as many quotes in all. Then the
+    control escapes, and a backslash before anything else is dropped.
     """
     text = body.replace("\\\\", "\x01")
     if "''" in text:
-        text = text.replace("\\'", "\x02").replace("''", "'").replace("\x02", "'")
+        text = text.replace("''", "'")
     for escape, char in _CONTROL_ESCAPES:
         if escape in text:
             text = text.replace(escape, char)
@@ -147,7 +146,10 @@ def _unescape_by_replace(body: str) -> str:
 
 
 def _unescape(body: str, plain: Callable[[str], str]) -> list[str]:
-    """:func:`decode_string`'s pieces: ``plain`` turns each unescaped stretch into text."""
+    """:func:`decode_string`'s pieces, cut at the backslashes: each part after one starts
+    with its escaped character (an empty part: the escaped character is the next
+    backslash). ``plain`` turns each unescaped stretch into text (``''`` → ``'``: the
+    tokenizer pairs unescaped quotes, so a pair never straddles an escape)."""
     parts = body.split("\\")
     escapes = _MYSQL_ESCAPES
     out = [plain(parts[0])]
