@@ -160,32 +160,33 @@ class DurableLog:
         the policy and the writer thread allow it, else into the open frame."""
         if self.failed is not None:
             return  # the fresh snapshot that reopens the log captures this state
-        buffer = self._buffer
-        inline = (self._inline and not buffer and not self._in_flight
-                  and not self._exclusive_jobs)
-        buffer.extend(records)
-        self._next_lsn += len(records)
-        if inline:
-            self._write_now()
-        elif not self._flush_scheduled:
+        count = len(records)
+        if (self._inline and not self._buffer and not self._in_flight
+                and not self._exclusive_jobs):
+            self._write_now(records, count)
+            return
+        self._buffer.extend(records)
+        self._next_lsn += count
+        if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def _write_now(self) -> None:
-        records, first = self._buffer, self._buffer_lsn
+    def _write_now(self, records: list[Record], count: int) -> None:
+        """One step's records written from the loop (the open frame is empty)."""
+        first = self._next_lsn
+        self._next_lsn = self._buffer_lsn = first + count
         frame = encode_frame(first, records)
         writer = self._writer
         if not writer.fits(len(frame)):  # a rotation: the thread's job (it fsyncs)
-            self._send(frame, first, len(records), sync=False)
+            self._send(frame, first, count, sync=False)
             return
-        self._buffer, self._buffer_lsn = [], self._next_lsn
-        self._count(frame, len(records))
+        self._count(frame, count)
         try:
             writer.append_fitting(frame)
         except OSError as err:
             self._stop(f"log write to {writer.name} failed: {err}")
             return
-        self.written_lsn = first + len(records) - 1
+        self.written_lsn = first + count - 1
         if self._waiters:
             self._release()
 

@@ -69,6 +69,8 @@ _GROWING: frozenset[type[Command]] = frozenset(
 _MUTATING: frozenset[type[Command]] = _GROWING | frozenset(
     {QueueRetrieve, QueueAck, QueueCancel, QueueHeartbeat, QueuePurge, QueueTruncate,
      CacheRemove, CacheTruncate, CachePurge, SysClock})
+#: commands the durable store handles itself before or after the in-memory step
+_SPECIAL: frozenset[type[Command]] = frozenset({QueuePurge, CachePurge, SysCachestore, SysClock})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,19 +129,26 @@ class DurableStore:
     def execute(self, cmd: Command, process_id: str | None = None) -> StepResult:
         kind = type(cmd)
         if kind in _MUTATING:
-            self._admit(kind)
-        if kind is SysCachestore:
-            action = getattr(cmd, "action", "")
-            if action == "persist":
-                return self._persist()
-            if action == "wipe":
-                return self.wipe()
-        if self.store.next_item_id + RESERVE_IDS // 2 >= self._reserved:
-            self._reserve()
+            if self.log.failed is not None or self.settings.max_disk_bytes is not None:
+                self._admit(kind)
+            if self.store.next_item_id + RESERVE_IDS // 2 >= self._reserved:
+                self._reserve()
+        if kind in _SPECIAL:
+            return self._special(cmd, process_id)
+        return self._reply(self.store.execute(cmd, process_id))
+
+    def _special(self, cmd: Command, process_id: str | None) -> StepResult:
+        """The commands the durable store adds to or journals its own way."""
         if isinstance(cmd, QueuePurge | CachePurge):
             return self._reply(self._purge(cmd, process_id))
+        kind = type(cmd)
+        action = getattr(cmd, "action", "")
+        if kind is SysCachestore and action == "persist":
+            return self._persist()
+        if kind is SysCachestore and action == "wipe":
+            return self.wipe()
         result = self.store.execute(cmd, process_id)
-        if kind is SysCachestore and getattr(cmd, "action", "") == "info":
+        if kind is SysCachestore and action == "info":
             assert isinstance(result, ResultSet), "INFO is one small frame"
             result = ResultSet(result.columns, [*result.rows, *self.info_rows()])
         if kind is SysClock:
@@ -220,11 +229,12 @@ class DurableStore:
 
     def _reply(self, result: _R) -> _R | Awaitable[_R]:
         log = self.log
-        working = log.failed is None
-        self._drain()
-        if working and log.failed is not None:  # this step's own write failed
-            raise LogFailed(f"durable log stopped: {log.failed}; this command's effect may "
-                            "be lost")
+        if self._journal:
+            working = log.failed is None
+            self._drain()
+            if working and log.failed is not None:  # this step's own write failed
+                raise LogFailed(f"durable log stopped: {log.failed}; this command's effect "
+                                "may be lost")
         lsn = log.last_lsn
         if self.store.next_item_id > self._durable_reserved:
             return self._after_reserved(result)
