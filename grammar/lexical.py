@@ -122,8 +122,12 @@ def decode_string(token: str) -> str:
     return "".join(_unescape(body, str))
 
 
-#: ``\\X`` escapes that are control characters, as ``str.replace`` pairs
-_CONTROL_ESCAPES = tuple(("\\" + key, value) for key, value in _MYSQL_ESCAPES.items())
+#: a ``\\X`` escape that is a control character (once escaped backslashes are set aside)
+_CONTROL_ESCAPE_RE = re.compile(r"\\[0abfnrtZ]")
+
+
+def _control(m: re.Match[str]) -> str:
+    return _MYSQL_ESCAPES[m.group()[1]]
 
 
 def _unescape_by_replace(body: str) -> str:
@@ -139,9 +143,8 @@ def _unescape_by_replace(body: str) -> str:
     text = body.replace("\\\\", "\x01")
     if "''" in text:
         text = text.replace("''", "'")
-    for escape, char in _CONTROL_ESCAPES:
-        if escape in text:
-            text = text.replace(escape, char)
+    if _CONTROL_ESCAPE_RE.search(text) is not None:  # rare in JSON: one scan to know
+        text = _CONTROL_ESCAPE_RE.sub(_control, text)
     return text.replace("\\", "").replace("\x01", "\\")
 
 
