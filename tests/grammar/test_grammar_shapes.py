@@ -145,3 +145,16 @@ def test_split_then_parse_is_parsing_each_part(sqls: list[str], separator: str) 
     parts = split_statements(separator.join(sqls))
     # messages and positions count lines from the part's start, which keeps its comments
     assert [outcome(parse, part)[:2] for part in parts] == [outcome(parse, sql.strip())[:2] for sql in sqls]
+
+
+def test_the_exact_text_map_admits_a_text_on_its_second_sighting() -> None:
+    cache = StatementCache()
+    sql = "QUEUE RESULT_BLOCKING 5000 'q:k'"
+    first = cache.prepare(sql)
+    once = [cache.prepare(f"QUEUE ADD 'q:{i}' '{{}}'") for i in range(100)]  # seen once each
+    second = cache.prepare(sql)
+    third = cache.prepare(sql)
+    assert first == second == third and first is not second
+    assert third is second  # the second sighting entered the map; the third is its hit
+    assert all(cache.prepare(p.sql) is not p for p in once)  # first sightings were not kept
+    assert len(cache) == 2  # and every one of them was a shape hit
