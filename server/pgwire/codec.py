@@ -378,11 +378,12 @@ class Decoder:
     kept in a ``bytearray`` (amortised appends, so a 64 MB message that arrives in 64 KB
     chunks is not copied quadratically) and is parsed once ``_need`` bytes are there.
 
-    A short message whose bytes this connection sent before (``SELECT 1``, an Execute
-    or Describe of the unnamed portal, a Bind without parameters: the same frames on
-    every round trip) is answered with the frozen message decoded then, from a small
-    per-connection map keyed by the frame (at most ``_MAX_REMEMBERED`` frames of up to
-    ``_MAX_REMEMBERED_FRAME`` bytes; cleared when full).
+    A short query-cycle message (Parse, Bind, Describe, Execute, Query) whose bytes this
+    connection sent before (``SELECT 1``, an Execute or Describe of the unnamed portal, a
+    Bind without parameters: the same frames on every round trip) is answered with the
+    frozen message decoded then, from a small per-connection map keyed by the frame (at
+    most ``_MAX_REMEMBERED`` frames of up to ``_MAX_REMEMBERED_FRAME`` bytes; cleared
+    when full). Password messages are never kept.
     """
 
     __slots__ = ("_buf", "_need", "_seen", "expect_startup", "max_message_size")
@@ -419,9 +420,10 @@ class Decoder:
         need = 0
         bodyless = _BODYLESS_MSGS
         seen = self._seen
+        startup = self.expect_startup
         try:
             while True:
-                if self.expect_startup:
+                if startup:
                     if size - pos < 4:
                         need = 4
                         break
@@ -434,7 +436,7 @@ class Decoder:
                     msg = _startup(buf[pos + 4 : pos + length])
                     pos += length
                     if isinstance(msg, m.StartupMessage):
-                        self.expect_startup = False
+                        self.expect_startup = startup = False
                     out.append(msg)
                     continue
                 if size - pos < 5:
@@ -446,6 +448,15 @@ class Decoder:
                     out.append(bodyless[code])
                     pos += 5
                     continue
+                end = pos + 1 + length
+                frame = None
+                if length <= _MAX_REMEMBERED_FRAME and end <= size:
+                    frame = buf[pos:end]
+                    known = seen.get(frame)
+                    if known is not None:  # decoded, so checked, before: the same bytes
+                        out.append(known)
+                        pos = end
+                        continue
                 if code not in _READERS:
                     raise FramingError(f"invalid frontend message type {code}")
                 if length < 4:
@@ -457,20 +468,17 @@ class Decoder:
                         f"message of {length - 4} bytes exceeds the maximum message size "
                         f"of {self.max_message_size} bytes (--max-message-size)"
                     )
-                end = pos + 1 + length
                 if size < end:
                     need = end - pos
                     break
-                if length > _MAX_REMEMBERED_FRAME:
+                if frame is None or code not in _FAST:
+                    # long, or not a query-cycle message: a password is never kept
                     out.append(_read_typed(code, buf[pos + 5 : end]))
                 else:
-                    frame = buf[pos:end]
-                    known = seen.get(frame)
-                    if known is None:
-                        known = _read_typed(code, frame[5:])
-                        if len(seen) >= _MAX_REMEMBERED:
-                            seen.clear()
-                        seen[frame] = known
+                    known = _read_typed(code, frame[5:])
+                    if len(seen) >= _MAX_REMEMBERED:
+                        seen.clear()
+                    seen[frame] = known
                     out.append(known)
                 pos = end
         except FramingError as exc:

@@ -280,7 +280,7 @@ class PgProtocol(asyncio.Protocol):
             wait = session.handle(item)
             if wait is not None:
                 self._start_wait(wait)
-        if session.closed:
+        if session.state is SessionState.CLOSED:  # ``closed``, without a property call
             self._close()
             return False
         return True

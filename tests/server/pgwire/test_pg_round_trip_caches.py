@@ -72,6 +72,14 @@ def test_remembered_frames_decode_as_fresh_ones(msgs, chunk):
     assert warm.buffered == 0
 
 
+def test_password_frames_are_never_remembered():
+    decoder = Decoder()
+    decoder.expect_startup = False
+    frame = encode_frontend(m.PasswordMessage(b"secret\x00"))
+    assert decoder.feed(frame) == decoder.feed(frame) == [m.PasswordMessage(b"secret\x00")]
+    assert not decoder._seen  # the map itself is what must stay empty
+
+
 # --- the unnamed statement ---------------------------------------------------------------
 
 
