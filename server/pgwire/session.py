@@ -28,6 +28,7 @@ commands inside a block run at once, since the store is not transactional.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Generator, Sequence
 from datetime import UTC, tzinfo
 from functools import lru_cache
@@ -116,6 +117,9 @@ _log = logging.getLogger("cubequeue.pg")
 
 #: texts up to this length keep their split_statements outcome (see _split)
 _SPLIT_CACHE_MAX_LEN = 256
+#: a statement without these letters is not COPY: a C-speed scan spares most statements
+#: the first-word read (comments may come first, so only first_word decides)
+_COPY = re.compile("copy", re.IGNORECASE)
 #: constant replies a connection keeps encoded (plain SQL has three constant outcomes;
 #: an Execute's are per result shape too); the map is cleared when full
 _MAX_CONSTANT_REPLIES = 16
@@ -454,7 +458,7 @@ class PgSession:
     def _simple_statement(self, sql: str) -> _Run | None:
         """Run one statement of a simple Query; one that waits is returned as the
         generator that yields its wait and then answers it."""
-        if first_word(sql) == "copy":
+        if _COPY.search(sql) is not None and first_word(sql) == "copy":
             return self._copy_out(sql)
         answer = self.executor.statement(sql, self._session(), self.process_id,
                                          origin=self.origin)
