@@ -47,12 +47,14 @@ from cubequeue.server.cubews.messages import (
     ParamValue,
     param_type,
 )
+from cubequeue.server.cubews.query_reader import read_query
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.timestamps import format_iso_utc
 
 __all__ = [
     "MAX_TABLES",
     "cell_text",
+    "decode_general",
     "decode_message",
     "encode",
     "encode_error",
@@ -195,7 +197,17 @@ class _Table:
 
 
 def decode_message(data: bytes) -> HttpMessage:
-    """Decode one ``HttpMessage``; :class:`ProtocolViolation` when it is malformed."""
+    """Decode one ``HttpMessage``; :class:`ProtocolViolation` when it is malformed.
+
+    The common request (an ``HttpQuery``) is read by :func:`.query_reader.read_query`;
+    whatever it declines is read here, with every check."""
+    fast = read_query(data)
+    return fast if fast is not None else decode_general(data)
+
+
+def decode_general(data: bytes) -> HttpMessage:
+    """:func:`decode_message` without the common request's reader: any command, with every
+    check (the reference that reader is tested against)."""
     reader = _Reader(bytes(data))
     root = reader.table(reader.scalar(_U32, 0))
     message_id = root.u32(0)
