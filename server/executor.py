@@ -81,6 +81,8 @@ _PARSE = "(parse)"
 #: texts costs one first-word read each, as before)
 _ROUTE_TEXT_MAX = 256
 _ROUTES_MAX = 4096
+#: constant plain texts kept (Executor._constants): spellings of three statements
+_MAX_CONSTANTS = 64
 
 #: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
 Observe = Callable[[str, str, float], None]
@@ -282,6 +284,9 @@ class Executor:
         self._draining = False
         #: short statement texts → their route (:meth:`_route`)
         self._routes: dict[str, str] = {}
+        #: texts whose plain outcome is constant (``SELECT 1``) → it: answered without
+        #: plain SQL, outside a failed block (there plain SQL refuses it with 25P02)
+        self._constants: dict[str, PlainOutcome] = {}
 
     # --- statement text ----------------------------------------------------------------
 
@@ -370,6 +375,10 @@ class Executor:
     ) -> PlainOutcome | PlainWait:
         name = name or self._route(sql) or _plain_command(sql)
         started = time.perf_counter()
+        constant = self._constants.get(sql)
+        if constant is not None and not params and session.tx_status != "E":
+            self._account(name, sql, "ok", time.perf_counter() - started, origin)
+            return constant
         try:
             outcome = run_plain(sql, session, self._tables, params)
         except _TablesPending as pending:  # counted and logged once the wait ends
@@ -380,6 +389,10 @@ class Executor:
             self._account(name, sql, _outcome_of(exc), time.perf_counter() - started, origin)
             raise
         self._account(name, sql, "ok", time.perf_counter() - started, origin)
+        if outcome.constant and not params and len(sql) <= _ROUTE_TEXT_MAX:
+            if len(self._constants) >= _MAX_CONSTANTS:
+                self._constants.clear()
+            self._constants[sql] = outcome
         return outcome
 
     def failed(self, session: PlainSession | None, exc: BaseException) -> QueueError:
