@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Protocol
 
-__all__ = ["Files", "OsFiles"]
+__all__ = ["Files", "OsFiles", "preallocate", "zero_fill"]
 
 _ZEROS = b"\0" * (1 << 20)
 
@@ -97,3 +97,18 @@ def zero_fill(files: Files, handle: int, size: int) -> None:
         chunk = _ZEROS[: min(len(_ZEROS), size - offset)]
         files.pwrite(handle, chunk, offset)
         offset += len(chunk)
+
+
+def preallocate(files: Files, handle: int, size: int, *, written: bool) -> None:
+    """Reserve ``size`` bytes of a new segment. ``written``: zero-fill it (every block
+    written, so an ``fdatasync`` after overwriting it commits no extent metadata, as
+    PostgreSQL and etcd fill theirs: ``--fsync always``). Otherwise the blocks are only
+    allocated (``posix_fallocate``: they read as zeros), which makes each later
+    ``write(2)`` into the page cache about 4x cheaper (0.6 against 2.4 us for 200 bytes
+    on ext4) at the price of extent conversion in the once-a-second fsync: the trade
+    ``no`` and ``everysec``, whose writes run on the event loop, want. A simulated disk
+    is always zero-filled (same contents)."""
+    if not written and isinstance(files, OsFiles):
+        os.posix_fallocate(handle, 0, size)
+        return
+    zero_fill(files, handle, size)

@@ -118,7 +118,8 @@ class DurableLog:
         #: log bytes written since the last snapshot began (the size trigger reads it)
         self.bytes_since_snapshot = 0
         self._jobs: queue.SimpleQueue[Callable[[], object] | _Stop] = queue.SimpleQueue()
-        self._writer = SegmentWriter(files, data_dir, directory, segment_bytes, first_lsn)
+        self._writer = SegmentWriter(files, data_dir, directory, segment_bytes, first_lsn,
+                                     zero_filled=not self._inline)
         self._thread = threading.Thread(target=self._run, name="cubequeue-log", daemon=True)
         self._thread.start()
         self._timer: asyncio.TimerHandle | None = None
@@ -353,7 +354,8 @@ class DurableLog:
             with contextlib.suppress(OSError):
                 old.close()
             self._writer = SegmentWriter(self._files, self._dir, self._directory,
-                                         self._segment_bytes, first_lsn)
+                                         self._segment_bytes, first_lsn,
+                                         zero_filled=not self._inline)
 
         future = self.call(job, exclusive=True)
 

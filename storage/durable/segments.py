@@ -21,7 +21,7 @@ import time
 import uuid
 
 from cubequeue.storage.durable import layout
-from cubequeue.storage.durable.files import Files, zero_fill
+from cubequeue.storage.durable.files import Files, preallocate
 
 __all__ = ["SegmentWriter"]
 
@@ -31,11 +31,13 @@ _log = logging.getLogger("cubequeue.durable")
 
 class SegmentWriter:
     __slots__ = ("_dir", "_directory", "_files", "_handle", "_offset", "_prepared",
-                 "_segment_bytes", "_size", "name", "unsynced")
+                 "_segment_bytes", "_size", "_zero_filled", "name", "unsynced")
 
     def __init__(self, files: Files, data_dir: str, directory: uuid.UUID, segment_bytes: int,
-                 first_lsn: int) -> None:
+                 first_lsn: int, *, zero_filled: bool = True) -> None:
         self._files = files
+        #: how new segments are preallocated (see :func:`~.files.preallocate`)
+        self._zero_filled = zero_filled
         self._dir = data_dir
         self._directory = directory
         self._segment_bytes = segment_bytes
@@ -56,7 +58,7 @@ class SegmentWriter:
         if self._files.exists(path):
             self._files.unlink(path)
         handle = self._files.open(path, create=True)
-        zero_fill(self._files, handle, size)
+        preallocate(self._files, handle, size, written=self._zero_filled)
         self._files.datasync(handle)
         return handle
 
