@@ -13,16 +13,19 @@ joins them once, instead of moving a head through a growing bytearray.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 from cubequeue.server.cubews.messages import CommandType
 
-__all__ = ["error_frame", "result_set_frame"]
+__all__ = ["MAX_CACHED_HEADS", "ResultSetWriter", "error_frame", "result_set_frame"]
 
 _U32: Final = struct.Struct("<I")
 _I32: Final = struct.Struct("<i")
 _ZEROS: Final = bytes(8)
+#: a vector of ``n`` offsets with its length, by ``n`` (short vectors only: a row's cells)
+_VECTORS: dict[int, struct.Struct] = {}
+_MAX_CACHED_VECTOR: Final = 64
 _HTTP_ERROR: Final = int(CommandType.HTTP_ERROR)
 _HTTP_RESULT_SET: Final = int(CommandType.HTTP_RESULT_SET)
 
@@ -61,7 +64,14 @@ class _Back:
         self.prep(4, 4 * n)
         base = self.size + 4 * n
         values = [base - 4 * i - off for i, off in enumerate(offsets)]
-        self.parts.append(struct.pack(f"<{n + 1}I", n, *values))
+        vector = _VECTORS.get(n)
+        if vector is None:
+            if n > _MAX_CACHED_VECTOR:
+                self.parts.append(struct.pack(f"<{n + 1}I", n, *values))
+                self.size += 4 * n + 4
+                return self.size
+            vector = _VECTORS[n] = struct.Struct(f"<{n + 1}I")
+        self.parts.append(vector.pack(n, *values))
         self.size += 4 * n + 4
         return self.size
 
@@ -131,19 +141,132 @@ class _Back:
         return b"".join(self.parts)
 
 
+#: column headers written so far, by column names: the head of the buffer (written
+#: first, at offset 0, so its bytes depend on the names alone) and its end offset
+_HEADS: dict[tuple[str, ...], tuple[bytes, int]] = {}
+#: distinct column sets remembered; Cube sends a handful, so a full cache is cleared
+MAX_CACHED_HEADS: Final = 256
+#: the vtable of a one-field table whose field is present (a cell with text, a row):
+#: ``end_table``'s key, the object's size with the soffset and the field
+_ONE_FIELD: Final = (4, 8)
+_FOUR: Final = _U32.pack(4)
+#: its vtable and its soffset, as one part (parts are reversed once at the end)
+_ONE_FIELD_VTABLE: Final = struct.pack("<3H", 6, 8, 4) + _I32.pack(6)
+
+
+class ResultSetWriter:
+    """``HttpMessage{HttpResultSet}`` built a slice of rows at a time (:meth:`add`), then
+    :meth:`finish`: the bytes of :func:`result_set_frame` for all the rows at once.
+
+    A huge answer (a QUEUE LIST streamed from the store) is so encoded a slice per
+    event-loop turn; one frame still carries it, as Cube Store sends it. Cells and rows
+    (one-field tables) are written inline, with their shared vtable, instead of through
+    the general table steps: they are nearly all of an answer's work."""
+
+    __slots__ = ("_columns_vec", "_out", "_rows")
+
+    def __init__(self, columns: Sequence[str]) -> None:
+        out = self._out = _Back()
+        names = tuple(columns)
+        head = _HEADS.get(names)
+        if head is None:
+            vec = out.offsets([out.string(c) for c in names])
+            if len(_HEADS) >= MAX_CACHED_HEADS:
+                _HEADS.clear()
+            _HEADS[names] = (b"".join(reversed(out.parts)), vec)
+        else:
+            out.parts.append(head[0])
+            out.size = vec = head[1]
+            out.minalign = 4
+        self._columns_vec = vec
+        self._rows: list[int] = []
+
+    def add(self, rows: Iterable[Sequence[str | None]]) -> None:
+        """Write rows of cell texts (None: SQL NULL, an absent string)."""
+        out = self._out
+        parts = out.parts
+        first = len(parts)
+        append = parts.append
+        vtables = out.vtables
+        pack = _U32.pack
+        size = out.size
+        row_offsets = self._rows
+        for row in rows:
+            cells = []
+            for text in row:
+                if text is None:  # a table without fields: ``table(())``
+                    end = size
+                    pad = -size & 3
+                    if pad:
+                        append(_ZEROS[:pad])
+                    size += pad + 4
+                    key: tuple[int, ...] = (size - end,)
+                else:  # ``string`` then ``table((string,))``
+                    data = text.encode("utf-8")
+                    n = len(data)
+                    pad = -(size + n + 1) & 3
+                    if pad:
+                        append(_ZEROS[:pad])
+                    append(data + b"\x00")
+                    append(pack(n))
+                    append(_FOUR)
+                    size += pad + n + 13
+                    key = _ONE_FIELD
+                cells.append(size)
+                found = vtables.get(key)
+                if found is not None:
+                    append(_I32.pack(found - size))
+                else:
+                    out.size = size
+                    _write_vtable(out, key)
+                    size = out.size
+            out.size = size
+            out.offsets(cells)
+            # ``table((values,))``: the field, the soffset (size is 4-aligned here)
+            append(_FOUR)
+            size = out.size + 8
+            row_offsets.append(size)
+            found = vtables.get(_ONE_FIELD)
+            if found is not None:
+                append(_I32.pack(found - size))
+            else:
+                out.size = size
+                _write_vtable(out, _ONE_FIELD)
+                size = out.size
+        out.size = size
+        # one part per call (parts are reversed once at the end): a slice's many small
+        # parts would otherwise outweigh the frame itself
+        chunk = b"".join(reversed(parts[first:]))
+        del parts[first:]
+        parts.append(chunk)
+
+    def finish(self, message_id: int, connection_id: str | None) -> bytes:
+        """The frame (the writer is spent)."""
+        out = self._out
+        rows_vec = out.offsets(self._rows)
+        table = out.table((self._columns_vec, rows_vec))
+        return out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)
+
+
+def _write_vtable(out: _Back, key: tuple[int, ...]) -> None:
+    """The first one-field or empty table of a buffer: its vtable, as ``end_table``
+    writes it (``out.size`` is the object's offset, its soffset not yet written)."""
+    if key == _ONE_FIELD:
+        out.parts.append(_ONE_FIELD_VTABLE)
+        out.size += 6
+    else:
+        out.parts.append(_I32.pack(4))
+        out.parts.append(struct.pack("<2H", 4, key[0]))
+        out.size += 4
+    out.vtables[key] = out.size
+
+
 def result_set_frame(message_id: int, connection_id: str | None, columns: Sequence[str],
                      rows: Sequence[Sequence[str | None]]) -> bytes:  # fmt: skip
     """``HttpMessage{HttpResultSet}``: every cell a string, NULL an absent string."""
-    out = _Back()
-    string = out.string
-    columns_vec = out.offsets([string(c) for c in columns])
-    row_offsets = []
-    for row in rows:
-        cells = [out.table((string(text) if text is not None else 0,)) for text in row]
-        row_offsets.append(out.table((out.offsets(cells),)))
-    rows_vec = out.offsets(row_offsets)
-    table = out.table((columns_vec, rows_vec))
-    return out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)
+    writer = ResultSetWriter(columns)
+    writer.add(rows)
+    return writer.finish(message_id, connection_id)
 
 
 def error_frame(message_id: int, connection_id: str | None, text: str) -> bytes:

@@ -28,12 +28,12 @@ escapes. This module never imports asyncio.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import flatbuffers
 
 from cubequeue.grammar.results import ColumnType, ResultSet, Value
-from cubequeue.server.cubews.answers import error_frame, result_set_frame
+from cubequeue.server.cubews.answers import ResultSetWriter, error_frame
 from cubequeue.server.cubews.messages import (
     CommandType,
     HttpCommand,
@@ -54,6 +54,7 @@ from cubequeue.server.timestamps import format_iso_utc
 __all__ = [
     "MAX_TABLES",
     "cell_text",
+    "cell_texts",
     "decode_general",
     "decode_message",
     "encode",
@@ -355,13 +356,21 @@ def encode_result_set(message_id: int, connection_id: str | None, result: Result
 
     Written by :mod:`.answers` (the same bytes as :func:`encode`, without the Builder's
     per-step cost: every statement's answer passes here)."""
-    types = [column.type for column in result.columns]
-    rows = [
-        [cell_text(value, types[i] if i < len(types) else ColumnType.STRING)
-         for i, value in enumerate(row)]
-        for row in result.rows
-    ]
-    return result_set_frame(message_id, connection_id, [c.name for c in result.columns], rows)
+    writer = ResultSetWriter([c.name for c in result.columns])
+    writer.add(cell_texts(result.rows, [c.type for c in result.columns]))
+    return writer.finish(message_id, connection_id)
+
+
+def cell_texts(rows: Iterable[Sequence[Value]], types: list[ColumnType]) -> list[list[str | None]]:
+    """Rows of store values as rows of :func:`cell_text` (a cell past the columns is a
+    string); a str or NULL cell, nearly every cell, is taken as it is."""
+    out = []
+    for row in rows:
+        if len(row) > len(types):
+            types = types + [ColumnType.STRING] * (len(row) - len(types))
+        out.append([v if v is None or v.__class__ is str else cell_text(v, t)
+                    for v, t in zip(row, types, strict=False)])  # fmt: skip
+    return out
 
 
 def encode_error(message_id: int, connection_id: str | None, text: str) -> bytes:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cubequeue.server.cubews.answers import error_frame, result_set_frame
+from cubequeue.server.cubews import answers
+from cubequeue.server.cubews.answers import ResultSetWriter, error_frame, result_set_frame
 from cubequeue.server.cubews.codec import decode_message, encode
 from cubequeue.server.cubews.messages import HttpError, HttpMessage, HttpResultSet
 
@@ -46,3 +47,39 @@ def test_errors_match_the_builder(text: str, message_id: int, connection_id: str
     frame = error_frame(message_id, connection_id, text)
     assert frame == encode(message)
     assert decode_message(frame) == message
+
+
+@settings(deadline=None, max_examples=300)
+@given(result_sets(), ids, conn_ids, st.lists(st.integers(min_value=0, max_value=6), max_size=4))
+def test_rows_written_in_slices_give_the_same_frame(
+    rs: tuple[tuple[str, ...], tuple[tuple[str | None, ...], ...]],
+    message_id: int,
+    connection_id: str | None,
+    cuts: list[int],
+) -> None:
+    columns, rows = rs
+    writer = ResultSetWriter(columns)
+    at = 0
+    for cut in sorted(cuts):
+        writer.add(rows[at:cut])
+        at = max(at, cut)
+    writer.add(rows[at:])
+    assert writer.finish(message_id, connection_id) == encode(
+        HttpMessage(message_id, HttpResultSet(columns, rows), connection_id)
+    )
+
+
+def test_a_cached_column_header_gives_the_bytes_of_a_fresh_one() -> None:
+    columns, rows = ("id", "queue_id", "status"), (("a", "1", None), ("bé", "22", "x"))
+    answers._HEADS.clear()
+    fresh = result_set_frame(3, "c", columns, rows)
+    assert tuple(columns) in answers._HEADS
+    assert result_set_frame(3, "c", columns, rows) == fresh
+    assert fresh == encode(HttpMessage(3, HttpResultSet(columns, rows), "c"))
+
+
+def test_the_header_cache_is_bounded() -> None:
+    answers._HEADS.clear()
+    for i in range(answers.MAX_CACHED_HEADS + 5):
+        result_set_frame(1, None, (f"c{i}",), ())
+    assert len(answers._HEADS) <= answers.MAX_CACHED_HEADS
