@@ -38,6 +38,7 @@ from websockets.frames import CloseCode
 
 from cubequeue.grammar.errors import QueueError
 from cubequeue.server.cubews.dedup import DedupTable, Key
+from cubequeue.server.cubews.frame_sink import FrameSink
 from cubequeue.server.cubews.lane import Lane
 from cubequeue.server.cubews.session import (
     Await,
@@ -266,13 +267,14 @@ class _Socket:
 
     async def _wait(self, event: Await) -> None:
         """Run a waiting step; a shared one outlives this socket (others want it)."""
+        sink = FrameSink()  # a listing the store streams is encoded a slice per turn
         try:
             timeout_ms = self.session.plain.statement_timeout_ms
-            result = await self.endpoint.ctx.executor.complete(event.wait, timeout_ms)
+            result = await self.endpoint.ctx.executor.complete(event.wait, timeout_ms, sink)
         except asyncio.CancelledError:
             self.session.abandon(event.ticket)
             raise
         except Exception as exc:
             self._perform(self.session.settle(event.ticket, error=exc))
             return
-        self._perform(self.session.settle(event.ticket, result))
+        self._perform(self.session.settle(event.ticket, result, sink=sink))

@@ -8,9 +8,10 @@ the socket) and returns what the socket must do, in order:
   socket confirms once the client has provably read it (see ``endpoint.py``);
 * :class:`Close` — close the socket with ``code`` and ``reason``;
 * :class:`Await` — a step that has to wait (``QUEUE RESULT_BLOCKING``, a store that
-  answers later, plain SQL over a system table it answers later): the socket awaits
-  ``executor.complete(await_.wait)`` and hands the result or the error to
-  :meth:`WsSession.settle`, which returns the Sends; if the wait is cancelled
+  answers later, plain SQL over a system table it answers later, a listing streamed
+  from the store): the socket awaits ``executor.complete(await_.wait, timeout, sink)``
+  with a :class:`~.frame_sink.FrameSink` and hands the result or the error (and the
+  sink) to :meth:`WsSession.settle`, which returns the Sends; if the wait is cancelled
   (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
 
 The rules, as Cube Store's ``http/mod.rs`` has them:
@@ -47,9 +48,11 @@ from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
 from cubequeue.server.cubews.execute import plain_params
+from cubequeue.server.cubews.frame_sink import FrameSink
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
 from cubequeue.server.cubews.params import ws_values
 from cubequeue.server.executor import Origin, WaitFor
+from cubequeue.server.row_sink import StreamedRows
 from cubequeue.server.sql import PlainOutcome, PlainSession
 
 if TYPE_CHECKING:
@@ -222,13 +225,21 @@ class WsSession(Generic[S]):
         return None
 
     def settle(
-        self, ticket: Ticket, result: ResultSet | None = None, error: BaseException | None = None
+        self,
+        ticket: Ticket,
+        result: ResultSet | None = None,
+        error: BaseException | None = None,
+        sink: FrameSink | None = None,
     ) -> list[Event[S]]:
-        """The outcome of an :class:`Await`: the answer, to every socket that wants it."""
+        """The outcome of an :class:`Await`: the answer, to every socket that wants it.
+        A :class:`StreamedRows` result's rows went to ``sink``, which finishes the frame."""
         if ticket.blocking:
             self.waits -= 1
         if error is not None:
             frame = self._error(ticket.message_id, ticket.connection_id, error)
+        elif isinstance(result, StreamedRows):
+            assert sink is not None and sink.begun, "a streamed result comes with its sink"
+            frame = sink.finish(ticket.message_id, ticket.connection_id)
         else:
             assert result is not None
             frame = encode_result_set(ticket.message_id, ticket.connection_id, result)
