@@ -248,3 +248,45 @@ def test_psycopg_pipeline_of_repeated_statements(cubequeue_server, n):
         with conn.pipeline():
             cursors = [conn.execute("SELECT 1") for _ in range(n)]
         assert [c.fetchone() for c in cursors] == [(1,)] * n
+
+
+# --- the per-statement metrics ---------------------------------------------------------
+
+
+_OBSERVATIONS = st.lists(st.tuples(
+    st.sampled_from(["SELECT", "QUEUE ADD", "CACHE GET"]),
+    st.sampled_from(["ok", "42601", "25P02"]),
+    st.one_of(st.floats(0, 700, allow_nan=False),
+              st.sampled_from([0.0, 0.0001, 0.00025, 0.001, 1.0, 600.0, 600.5])),
+), max_size=40)
+
+
+@settings(deadline=None, max_examples=40)
+@given(_OBSERVATIONS)
+def test_command_tallies_expose_what_prometheus_client_classes_would(observations):
+    """The hot path counts in plain tallies; the exposition must be the one prometheus
+    client's Counter and Histogram give for the same observations (bucket edges
+    inclusive, cumulative buckets, order of first sight)."""
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+    from prometheus_client.exposition import generate_latest
+
+    from cubequeue.server.metrics import LATENCY_BUCKETS
+
+    ours = build_context(Config()).metrics
+    registry = CollectorRegistry()
+    counter = Counter("cubequeue_commands",
+                      "Commands run, by command and outcome (ok or the SQLSTATE)",
+                      ["command", "outcome"], registry=registry)
+    latency = Histogram("cubequeue_command_duration_seconds",
+                        "Command latency, RESULT_BLOCKING waits included", ["command"],
+                        buckets=LATENCY_BUCKETS, registry=registry)
+    for name, outcome, seconds in observations:
+        ours.observe_command(name, outcome, seconds)
+        counter.labels(name, outcome).inc()
+        latency.labels(name).observe(seconds)
+
+    def lines(body: bytes) -> list[str]:
+        return [line for line in body.decode().splitlines()
+                if "command" in line and "_created" not in line]
+
+    assert lines(ours.render()[0]) == lines(generate_latest(registry))
