@@ -21,6 +21,18 @@ and answered once with their own result is not a result (``check.py``).
 one after another over one socket (each answer read before the next is sent), the
 server's CPU per statement from /proc (``sequential_probe``). The client is Python's
 websockets; its CPU is not counted.
+
+``--account`` splits the server's CPU per query of one run (``--line``, ``--fast``,
+``--concurrency``) by what the server does: the server runs with CPU-time counters
+(``time.process_time``, so descheduling on a loaded machine is not counted) around the
+WebSocket path's parts and call counters on the rest (frames out, pings and pongs,
+tasks, waits, connections, HTTP requests), read at the window's start and end; the
+server's statements per query come from /metrics. The counters cost a few µs per
+statement, so read the split, not the total, from it.
+
+``--ab BASE`` alternates runs of the same configuration against the server imported
+from another source tree (``BASE/cubequeue/{grammar,server,storage}``, e.g. the files
+of an earlier commit) and the current one, and reports the medians and their ratio.
 """
 
 from __future__ import annotations
@@ -331,9 +343,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--probe", type=int, default=0, metavar="N",
                     help="only the sequential probe: N statements over one socket")
-    args = ap.parse_args(argv)
+    ap.add_argument("--account", action="store_true",
+                    help="split the server's CPU per query of one run by part")
+    ap.add_argument("--ab", type=Path, metavar="BASE",
+                    help="alternate runs against the server from BASE and the current one")
+    ap.add_argument("--ab-new", type=Path, metavar="NEW",
+                    help="with --ab: the other tree (default: the current one)")
+    ap.add_argument("--line", default="1.7", choices=("0.35", "1.7"))
+    ap.add_argument("--fast", action="store_true", help="1.7: the fast track on")
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--serve-accounted", metavar="OUT", help=argparse.SUPPRESS)
+    args, rest = ap.parse_known_args(argv)
+    if args.serve_accounted:
+        return serve_accounted(args.serve_accounted, [a for a in rest if a != "--"])
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if args.probe:
         return _probe(args.probe, args.reps)
+    if args.account or args.ab:
+        cfg = QQConfig("cubequeue", args.line, args.fast, args.concurrency)
+        seconds = args.seconds or (3.0 if args.quick else 10.0)
+        if args.ab:
+            print("| configuration | base µs/query | new µs/query | new/base |\n|---|---|---|---|")
+            print("\n".join(ab_runs(args.ab, cfg, seconds, max(2, args.reps), args.ab_new)))
+        else:
+            print("\n".join(account(cfg, seconds)))
+        return 0
     missing = deps_missing()
     if missing:
         print(missing, file=sys.stderr)
@@ -364,6 +399,178 @@ def main(argv: list[str] | None = None) -> int:
             redis.stop()
     print("\n".join(table(runs)))
     return 0
+
+
+#: the parts ``--account`` times: (module, class or None, function, label)
+ACCOUNT_TIMED: tuple[tuple[str, str | None, str, str], ...] = (
+    ("cubequeue.server.cubews.lane", "Lane", "data_received", "transport callback (all below)"),
+    ("cubequeue.server.cubews.session", None, "decode_message", "  decode the request"),
+    ("cubequeue.server.executor", "Executor", "statement", "  run the statement"),
+    ("cubequeue.server.cubews.session", None, "encode_result_set", "  encode the answer"),
+    ("cubequeue.server.cubews.lane", "Lane", "flush", "  write to the socket"),
+    ("cubequeue.server.cubews.lane", "Lane", "_feed", "  library parser (ping/pong/close)"),
+    ("cubequeue.server.cubews.session", "WsSession", "settle", "a wait's answer (settle)"),
+)
+#: the events ``--account`` counts: (module, class, function, label)
+ACCOUNT_COUNTED: tuple[tuple[str, str | None, str, str], ...] = (
+    ("websockets.protocol", "Protocol", "send_frame", "frames out"),
+    ("websockets.asyncio.connection", "Connection", "ping", "pings sent"),
+    ("websockets.asyncio.connection", "Connection", "acknowledge_pings", "pongs received"),
+    ("cubequeue.server.cubews.endpoint", "_Socket", "_spawn", "tasks created"),
+    ("cubequeue.server.executor", "Executor", "complete", "waits (executor.complete)"),
+    ("cubequeue.server.cubews.endpoint", "WsEndpoint", "handle", "new WebSocket connections"),
+    ("cubequeue.server.http", None, "process_request", "HTTP requests"),
+)
+
+
+def serve_accounted(out: str, argv: list[str]) -> int:
+    """The server with the ``--account`` counters; SIGUSR1/SIGUSR2 snapshot them (the
+    window's start and end), the second into ``out`` as JSON."""
+    import functools
+    import importlib
+    import resource
+    import signal
+
+    clock = time.process_time
+    spent: dict[str, float] = {}
+    calls: Counter[str] = Counter()
+
+    def patch(module: str, owner: str | None, name: str, label: str, timed: bool) -> None:
+        mod = importlib.import_module(module)
+        holder = getattr(mod, owner) if owner else mod
+        inner = getattr(holder, name)
+        if timed:
+            @functools.wraps(inner)
+            def wrapper(*a: Any, **k: Any) -> Any:
+                t0 = clock()
+                try:
+                    return inner(*a, **k)
+                finally:
+                    spent[label] = spent.get(label, 0.0) + clock() - t0
+                    calls[label] += 1
+        else:
+            @functools.wraps(inner)
+            def wrapper(*a: Any, **k: Any) -> Any:
+                calls[label] += 1
+                return inner(*a, **k)
+        setattr(holder, name, wrapper)
+
+    for module, owner, name, label in ACCOUNT_TIMED:
+        patch(module, owner, name, label, True)
+    for module, owner_c, name, label in ACCOUNT_COUNTED:
+        with contextlib.suppress(ImportError, AttributeError):
+            patch(module, owner_c, name, label, False)
+    snaps: dict[str, Any] = {}
+
+    def snap(tag: str) -> None:
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        snaps[tag] = {"cpu": ru.ru_utime + ru.ru_stime, "sys": ru.ru_stime,
+                      "spent": dict(spent), "calls": dict(calls)}  # fmt: skip
+        if tag == "end":
+            Path(out).write_text(json.dumps(snaps))
+
+    signal.signal(signal.SIGUSR1, lambda *_: snap("start"))
+    signal.signal(signal.SIGUSR2, lambda *_: snap("end"))
+    from cubequeue.server.cli import main as server_main
+
+    return server_main(argv)
+
+
+def account(cfg: QQConfig, seconds: float) -> list[str]:
+    """One run of ``cfg`` against an accounted server: markdown rows per query."""
+    import signal
+
+    with tempfile.TemporaryDirectory(prefix="cqbench-acct-") as tmp:
+        out = Path(tmp) / "account.json"
+        workdir = Path(tmp) / "server"
+        workdir.mkdir()
+        port, http_port = peers.free_port(), peers.free_port()
+        cmd = [sys.executable, "-m", "bench.cube_queue", "--serve-accounted", str(out), "--",
+               "--port", str(port), "--http-port", str(http_port)]  # fmt: skip
+        with open(workdir / "server.log", "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, cwd=ROOT.parent)  # fmt: skip
+        peer = peers.Peer("cubequeue", port, proc, workdir, "accounted", http_port=http_port)
+        peers._wait(peer, lambda: peers._accepts(port) and peers._accepts(http_port))
+        marks = iter((signal.SIGUSR1, signal.SIGUSR2))
+        global tree_cpu_s
+        plain = tree_cpu_s
+
+        def marked(root: int) -> float:  # the window's CPU reads also snapshot the counters
+            value = plain(root)
+            os.kill(root, next(marks))
+            return value
+
+        tree_cpu_s = marked
+        try:
+            run = run_queryqueue(peer, cfg, seconds, "acct")
+            deadline = time.monotonic() + 10
+            while not out.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            tree_cpu_s = plain
+            peer.stop()
+        if not run.ok or not out.exists():
+            return [f"run rejected: {run.errors or run.check}"]
+        snaps = json.loads(out.read_text())
+    return account_rows(run, snaps["start"], snaps["end"])
+
+
+def account_rows(run: QQRun, a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    q = run.queries
+    cpu = (b["cpu"] - a["cpu"]) / q * 1e6
+    rows = [f"{run.config.label}, concurrency {run.config.concurrency}: {q} queries, "
+            f"{run.qps:.0f}/s; server CPU {cpu:.0f} µs/query (kernel "
+            f"{(b['sys'] - a['sys']) / q * 1e6:.0f}), {run.statements_per_query:.2f} "
+            f"statements/query ({_statements([run])})", "",
+            "| part | µs/query | share | calls/query | µs/call |", "|---|---|---|---|---|"]  # fmt: skip
+    inside = 0.0
+    for _, _, _, label in ACCOUNT_TIMED:
+        us = (b["spent"].get(label, 0.0) - a["spent"].get(label, 0.0)) / q * 1e6
+        n = (b["calls"].get(label, 0) - a["calls"].get(label, 0)) / q
+        if not label.startswith(" "):
+            inside += us
+        rows.append(f"| {label.strip() if not label.startswith(' ') else '↳ ' + label.strip()} "
+                    f"| {us:.0f} | {us / cpu:.0%} | {n:.2f} | {us / n if n else 0:.1f} |")  # fmt: skip
+    rest = cpu - inside
+    rows.append(f"| everything else (event loop, syscalls, timers, GC) | {rest:.0f} "
+                f"| {rest / cpu:.0%} | | |")  # fmt: skip
+    rows += ["", "| event | per query |", "|---|---|"]
+    for _, _, _, label in ACCOUNT_COUNTED:
+        n = (b["calls"].get(label, 0) - a["calls"].get(label, 0)) / q
+        rows.append(f"| {label} | {n:.2f} |")
+    return rows
+
+
+def ab_runs(base: Path, cfg: QQConfig, seconds: float, reps: int,
+            new: Path | None = None) -> list[str]:  # fmt: skip
+    """``reps`` pairs of runs, base and new (default: the current tree) alternated:
+    medians and their ratio."""
+    figures: dict[str, list[float]] = {"base": [], "new": []}
+    for rep in range(reps):
+        for side in ("base", "new") if rep % 2 == 0 else ("new", "base"):
+            old = os.environ.get("PYTHONPATH")
+            tree = base if side == "base" else new
+            if tree is not None:
+                os.environ["PYTHONPATH"] = str(tree)
+            try:
+                peer = peers.start_cubequeue()
+            finally:
+                if old is None:
+                    os.environ.pop("PYTHONPATH", None)
+                else:
+                    os.environ["PYTHONPATH"] = old
+            try:
+                run = run_queryqueue(peer, cfg, seconds, f"ab{side}{rep}")
+            finally:
+                peer.stop()
+            if run.ok:
+                figures[side].append(run.server_us_per_query)
+            print(f"{side:4} {cfg.label} conc={cfg.concurrency} {run.server_us_per_query:6.0f} "
+                  f"µs/query {run.qps:6.0f} q/s {'ok' if run.ok else run.errors}", flush=True)
+    b, n = agg(figures["base"]), agg(figures["new"])
+    ratio = n.median / b.median if b.median else 0.0
+    return [f"| {cfg.label} conc {cfg.concurrency} | {b.fmt()} | {n.fmt()} | {ratio:.2f} |"]
 
 
 def _probe(n: int, reps: int) -> int:
