@@ -57,6 +57,8 @@ _FIN_BINARY = 0x82
 _NO_LIMIT = 2**63
 _U16 = struct.Struct("!H")
 _U64 = struct.Struct("!Q")
+_HEAD16 = struct.Struct("!BBH")
+_HEAD64 = struct.Struct("!BBQ")
 _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 _OPEN = State.OPEN
 
@@ -78,6 +80,8 @@ class Lane(asyncio.Protocol):
         #: messages handed to the connection and not yet run: while there are any, whole
         #: frames queue behind them, so statements still run in the order they arrived
         self._behind = 0
+        #: frames written by :meth:`send`, in order, not yet given to the transport
+        self._out: list[bytes] = []
         #: the start of a frame whose end has not arrived yet
         self._partial = bytearray()
         #: every byte goes through websockets' parser from now on (a frame it must fail)
@@ -213,18 +217,41 @@ class Lane(asyncio.Protocol):
         return self.protocol.state is _OPEN
 
     def send(self, frame: bytes) -> bool:
-        """Queue one binary frame (written now, or at the end of ``data_received``)."""
+        """Queue one binary frame (written now, or at the end of ``data_received``).
+
+        Without extensions (the endpoint negotiates none) a server's binary frame is its
+        RFC 6455 §5.2 header and the payload, unmasked: written here, after whatever the
+        library has queued (a pong), so the socket's frames keep their order. The
+        library's ``send_binary`` builds a ``Frame`` and serializes it per answer."""
         protocol = self.protocol
         if protocol.state is not _OPEN or self.transport.is_closing():
             return False
-        protocol.send_binary(frame)
+        if protocol.extensions or protocol.expect_continuation_frame:
+            protocol.send_binary(frame)
+        else:
+            queued = protocol.data_to_send()
+            out = self._out
+            if queued:
+                out += queued
+            n = len(frame)
+            if n < 126:
+                out.append(bytes((_FIN_BINARY, n)))
+            elif n < 65536:
+                out.append(_HEAD16.pack(_FIN_BINARY, 126, n))
+            else:
+                out.append(_HEAD64.pack(_FIN_BINARY, 127, n))
+            out.append(frame)
         if not self.batching:
             self.flush()
         return True
 
     def flush(self) -> None:
-        """Write what the protocol has queued: frames in one write, then EOF if it asks."""
+        """Write what is queued (this lane's frames, then the protocol's) in one write,
+        then EOF if the protocol asks."""
         chunks = self.protocol.data_to_send()
+        if self._out:
+            chunks = self._out + chunks
+            self._out = []
         if not chunks:
             return
         transport = self.transport
