@@ -413,7 +413,8 @@ ACCOUNT_TIMED: tuple[tuple[str, str | None, str, str], ...] = (
 )
 #: the events ``--account`` counts: (module, class, function, label)
 ACCOUNT_COUNTED: tuple[tuple[str, str | None, str, str], ...] = (
-    ("websockets.protocol", "Protocol", "send_frame", "frames out"),
+    ("cubequeue.server.cubews.lane", "Lane", "send", "answer frames out"),
+    ("websockets.protocol", "Protocol", "send_frame", "library frames out (pings, pongs, close)"),
     ("websockets.asyncio.connection", "Connection", "ping", "pings sent"),
     ("websockets.asyncio.connection", "Connection", "acknowledge_pings", "pongs received"),
     ("cubequeue.server.cubews.endpoint", "_Socket", "_spawn", "tasks created"),

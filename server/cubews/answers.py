@@ -64,14 +64,7 @@ class _Back:
         self.prep(4, 4 * n)
         base = self.size + 4 * n
         values = [base - 4 * i - off for i, off in enumerate(offsets)]
-        vector = _VECTORS.get(n)
-        if vector is None:
-            if n > _MAX_CACHED_VECTOR:
-                self.parts.append(struct.pack(f"<{n + 1}I", n, *values))
-                self.size += 4 * n + 4
-                return self.size
-            vector = _VECTORS[n] = struct.Struct(f"<{n + 1}I")
-        self.parts.append(vector.pack(n, *values))
+        self.parts.append(_vector(n).pack(n, *values))
         self.size += 4 * n + 4
         return self.size
 
@@ -150,6 +143,9 @@ MAX_CACHED_HEADS: Final = 256
 #: ``end_table``'s key, the object's size with the soffset and the field
 _ONE_FIELD: Final = (4, 8)
 _FOUR: Final = _U32.pack(4)
+#: a cell's soffset, field offset and text length; then the text, its NUL, the padding
+_CELL: Final = struct.Struct("<iII")
+_TAILS: Final = tuple(b"\x00" * (1 + pad) for pad in range(4))
 #: its vtable and its soffset, as one part (parts are reversed once at the end)
 _ONE_FIELD_VTABLE: Final = struct.pack("<3H", 6, 8, 4) + _I32.pack(6)
 
@@ -182,14 +178,19 @@ class ResultSetWriter:
         self._rows: list[int] = []
 
     def add(self, rows: Iterable[Sequence[str | None]]) -> None:
-        """Write rows of cell texts (None: SQL NULL, an absent string)."""
+        """Write rows of cell texts (None: SQL NULL, an absent string).
+
+        A cell (or row) whose vtable is already written is one part, its bytes in
+        buffer order: the parts are reversed once at the end, not the bytes in them."""
         out = self._out
         parts = out.parts
         first = len(parts)
         append = parts.append
         vtables = out.vtables
-        pack = _U32.pack
+        cell = _CELL.pack
+        soffset = _I32.pack
         size = out.size
+        one = vtables.get(_ONE_FIELD)
         row_offsets = self._rows
         for row in rows:
             cells = []
@@ -197,42 +198,49 @@ class ResultSetWriter:
                 if text is None:  # a table without fields: ``table(())``
                     end = size
                     pad = -size & 3
-                    if pad:
-                        append(_ZEROS[:pad])
                     size += pad + 4
-                    key: tuple[int, ...] = (size - end,)
-                else:  # ``string`` then ``table((string,))``
-                    data = text.encode("utf-8")
-                    n = len(data)
-                    pad = -(size + n + 1) & 3
+                    key = (size - end,)
+                    cells.append(size)
+                    found = vtables.get(key)
+                    if found is not None:
+                        append(soffset(found - size) + _ZEROS[:pad])
+                        continue
                     if pad:
                         append(_ZEROS[:pad])
-                    append(data + b"\x00")
-                    append(pack(n))
-                    append(_FOUR)
-                    size += pad + n + 13
-                    key = _ONE_FIELD
-                cells.append(size)
-                found = vtables.get(key)
-                if found is not None:
-                    append(_I32.pack(found - size))
-                else:
                     out.size = size
                     _write_vtable(out, key)
                     size = out.size
-            out.size = size
-            out.offsets(cells)
-            # ``table((values,))``: the field, the soffset (size is 4-aligned here)
-            append(_FOUR)
-            size = out.size + 8
-            row_offsets.append(size)
-            found = vtables.get(_ONE_FIELD)
-            if found is not None:
-                append(_I32.pack(found - size))
-            else:
+                    continue
+                # ``string`` then ``table((string,))``: soffset, field, length, text
+                data = text.encode("utf-8")
+                n = len(data)
+                pad = -(size + n + 1) & 3
+                size += pad + n + 13
+                cells.append(size)
+                if one is not None:
+                    append(cell(one - size, 4, n) + data + _TAILS[pad])
+                    continue
+                append(_FOUR + _U32.pack(n) + data + _TAILS[pad])
                 out.size = size
                 _write_vtable(out, _ONE_FIELD)
                 size = out.size
+                one = vtables[_ONE_FIELD]
+            # the cells' vector (``offsets``), then ``table((vector,))``
+            n = len(cells)
+            pad = -(size + 4 * n) & 3
+            size += pad
+            base = size + 4 * n
+            vector = _vector(n).pack(n, *[base - 4 * i - off for i, off in enumerate(cells)])
+            size += 4 * n + 12
+            row_offsets.append(size)
+            if one is not None:
+                append(soffset(one - size) + _FOUR + vector + _ZEROS[:pad])
+                continue
+            append(_FOUR + vector + _ZEROS[:pad])
+            out.size = size
+            _write_vtable(out, _ONE_FIELD)
+            size = out.size
+            one = vtables[_ONE_FIELD]
         out.size = size
         # one part per call (parts are reversed once at the end): a slice's many small
         # parts would otherwise outweigh the frame itself
@@ -246,6 +254,16 @@ class ResultSetWriter:
         rows_vec = out.offsets(self._rows)
         table = out.table((self._columns_vec, rows_vec))
         return out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)
+
+
+def _vector(n: int) -> struct.Struct:
+    """The Struct of a vector of ``n`` offsets with its length (cached for short ones)."""
+    vector = _VECTORS.get(n)
+    if vector is None:
+        vector = struct.Struct(f"<{n + 1}I")
+        if n <= _MAX_CACHED_VECTOR:
+            _VECTORS[n] = vector
+    return vector
 
 
 def _write_vtable(out: _Back, key: tuple[int, ...]) -> None:
