@@ -610,8 +610,10 @@ class PgSession:
         names.check_new_portal(msg.portal)
         if msg.portal:
             self._check_names_cap(names.portals, "portals")
-        self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
-                                 origin=self.origin)
+        plain = self.plain
+        if plain is None or plain.tx_status == "E":  # only a failed block refuses
+            self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
+                                     origin=self.origin)
         expected = len(stmt.param_oids)
         if len(msg.params) != expected:
             raise bind_count_error(len(msg.params), expected, stmt.name)
@@ -648,8 +650,10 @@ class PgSession:
         portal = self.names.portal(msg.portal)
         if portal.rows is None:
             stmt = portal.statement
-            self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
-                                     origin=self.origin)
+            plain = self.plain
+            if plain is None or plain.tx_status == "E":  # only a failed block refuses
+                self.executor.check_open(self._session(), stmt.ends_block, text=stmt.sql,
+                                         origin=self.origin)
             command = portal.command
             if command is not None:
                 step = self.executor.run(command, self.process_id, text=stmt.sql,
