@@ -50,7 +50,7 @@ from cubequeue.storage.cachestore_info import InfoRow, table_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.record_kinds import CACHE_DEL, CACHE_PUT, TRUNCATE
+from cubequeue.storage.record_kinds import CACHE_DEL, CACHE_PUT, PURGE, TRUNCATE
 from cubequeue.storage.sizes import format_size, utf8_len
 from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
@@ -271,8 +271,10 @@ class CacheStore:
         removed = 0
         if group is not None:
             for entry in group.values():
-                self._forget(entry)
+                self._forget(entry, journaled=False)
             removed = len(group)
+            if self.journal is not None:  # one record: the entries below the next row id
+                self.journal.append((PURGE, "cache", prefix, None, self._next_id))
         return _one(cmd, removed)
 
     # ------------------------------------------------------ housekeeping & system
@@ -404,11 +406,12 @@ class CacheStore:
             del self._by_prefix[index]
         self._forget(entry, in_sweep=in_sweep)
 
-    def _forget(self, entry: _Entry, *, in_sweep: bool = False) -> None:
-        """Remove an entry from everything but the prefix index (PURGE drops that whole)."""
+    def _forget(self, entry: _Entry, *, in_sweep: bool = False, journaled: bool = True) -> None:
+        """Remove an entry from everything but the prefix index (PURGE drops that whole,
+        and journals one record for all: ``journaled`` False)."""
         del self._entries[entry.path]
         self._bytes -= entry.size
-        if self.journal is not None and not in_sweep:
+        if journaled and self.journal is not None and not in_sweep:
             self.journal.append((CACHE_DEL, entry.path))
         if entry.expire is not None:
             del self._ttl_rows[entry.id]

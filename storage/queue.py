@@ -41,6 +41,7 @@ from cubequeue.storage.record_kinds import (
     ITEM_DEL,
     ITEM_PUT,
     ITEM_SET,
+    PURGE,
     RESULT_DEL,
     RESULT_FLAG,
     RESULT_PUT,
@@ -441,8 +442,9 @@ class QueueState:
 
         The prefix's structures are swapped for empty ones at once (the statement is
         atomic: counts, lists and claims see it), the log gets the rows it keeps, the
-        journal every removal, and the items are released from the id and path maps in
-        slices by :attr:`deferred` (hidden from key lookups until then, see
+        journal one PURGE record (prefix, status and the first id it did not see, so a
+        replay removes exactly these items), and the items are released from the id and
+        path maps in slices by :attr:`deferred` (hidden from key lookups until then, see
         :mod:`.purge`), which also reports each departure to the hook."""
         state = self.prefixes.get(prefix)
         if state is None:
@@ -471,12 +473,8 @@ class QueueState:
             lists.extend(active_lists)
         detached = DetachedPrefix(prefix, pending, active, keys, lists, self._by_id,
                                   self._by_path)
-        if self.journal is not None:  # durable mode: the removal is in this step's frame
-            journal = self.journal
-            if pending is not None:
-                journal.extend([(ITEM_DEL, rank & ID_MASK) for rank in pending])
-            if active is not None:
-                journal.extend([(ITEM_DEL, id_) for id_ in active])
+        if self.journal is not None:  # durable mode: one record, whatever it removed
+            self.journal.append((PURGE, "queue", prefix, status, self._next_id))
         self.prefixes.release(state)
         self._purges.append(detached)
         self._hidden += detached.count

@@ -18,3 +18,7 @@ TRUNCATE: Final = 9
 ID_RESERVE: Final = 10
 CLOCK: Final = 11
 TRAILER: Final = 12
+#: a bulk removal by prefix (QUEUE PURGE, CACHE PURGE): one record however many it removes
+PURGE: Final = 13
+#: what a queue prefix remembers beyond its rows (last CONCURRENCY, last TO_CANCEL timeouts)
+PREFIX: Final = 14

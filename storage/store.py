@@ -327,6 +327,11 @@ class Store:
             yield out
 
     @property
+    def next_cache_id(self) -> int:
+        """The row id the next new cache entry takes (a snapshot's trailer holds it)."""
+        return self._cache.next_id
+
+    @property
     def next_item_id(self) -> int:
         """The id the next ADD takes (durable mode reserves ids ahead of it)."""
         return self._queue.peek_next_id()

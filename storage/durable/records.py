@@ -25,6 +25,8 @@ from cubequeue.storage.record_kinds import (
     ITEM_DEL,
     ITEM_PUT,
     ITEM_SET,
+    PREFIX,
+    PURGE,
     RESULT_DEL,
     RESULT_FLAG,
     RESULT_PUT,
@@ -42,6 +44,7 @@ __all__ = [
     "ITEM_PUT",
     "ITEM_SET",
     "KIND_NAMES",
+    "PREFIX",
     "PURGE",
     "PURGE_STATUSES",
     "RESULT_DEL",
@@ -59,7 +62,7 @@ __all__ = [
 #:  exclusive, external_id, extra, heartbeat, activated): a queue item, whole
 #: (ITEM_SET, id, activated, heartbeat, extra): an item's mutable fields (RETRIEVE,
 #: HEARTBEAT, MERGE_EXTRA); ignored when the item is absent
-#: (ITEM_DEL, id): the item left (ACK, CANCEL, PURGE)
+#: (ITEM_DEL, id): the item left (ACK, CANCEL)
 #: (RESULT_PUT, id, path, value, expire, external_id, deleted): an acknowledged result
 #: (RESULT_FLAG, id): RESULT by path consumed it (Cube Store's "ready to delete")
 #: (RESULT_DEL, id): the result left (replaced by a newer one, delivered to a waiter)
@@ -73,10 +76,10 @@ __all__ = [
 #:  an id below ``bound``, only pending or active ones when ``status`` says so) or CACHE
 #:  PURGE ("cache": the entries under the prefix with a row id below ``bound``), as one
 #:  record whatever their number; ``bound`` spares what was added after it
-
-#: the kind of a PURGE record (here, not in record_kinds, while only the durable store
-#: writes it: it folds the step's per-item removals into one)
-PURGE: Final = 13
+#: (PREFIX, prefix, concurrency, heartbeat timeout, orphaned timeout): what a live queue
+#:  prefix remembers (the last RETRIEVE CONCURRENCY, the last TO_CANCEL / STALLED
+#:  timeouts, a null heartbeat timeout meaning none was given), logged when a value
+#:  changes; all null: the prefix was forgotten (its last row left)
 #: what a PURGE's status may say (None: every item of the prefix)
 PURGE_STATUSES: Final = frozenset({None, "pending", "active"})
 
@@ -85,6 +88,7 @@ KIND_NAMES: Final = {
     RESULT_PUT: "result_put", RESULT_FLAG: "result_flag", RESULT_DEL: "result_del",
     CACHE_PUT: "cache_put", CACHE_DEL: "cache_del", TRUNCATE: "truncate",
     ID_RESERVE: "id_reserve", CLOCK: "clock", TRAILER: "trailer", PURGE: "purge",
+    PREFIX: "prefix",
 }
 
 #: a record as it travels: its kind, then its fields
@@ -264,9 +268,20 @@ def _purge(r: Fields, limits: Limits) -> None:
     _int(r[4], "purge bound", 1)
 
 
+def _prefix(r: Fields, limits: Limits) -> None:
+    _arity(r, 5)
+    _str(r[1], "prefix")
+    _opt_int(r[2], "last concurrency")
+    _opt_int(r[3], "last heartbeat timeout")
+    _opt_int(r[4], "last orphaned timeout")
+    if r[3] is None and r[4] is not None:
+        raise InvalidRecord("an orphaned timeout without a heartbeat timeout")
+
+
 _CHECKS = {
     ITEM_PUT: _item_put, ITEM_SET: _item_set, ITEM_DEL: _by_id,
     RESULT_PUT: _result_put, RESULT_FLAG: _by_id, RESULT_DEL: _by_id,
     CACHE_PUT: _cache_put, CACHE_DEL: _cache_del, TRUNCATE: _truncate,
     ID_RESERVE: _id_reserve, CLOCK: _clock, TRAILER: _trailer, PURGE: _purge,
+    PREFIX: _prefix,
 }

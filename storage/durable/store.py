@@ -43,17 +43,15 @@ from cubequeue.grammar.commands import (
     SysClock,
 )
 from cubequeue.grammar.results import EMPTY, ResultSet
-from cubequeue.storage import bound_fields
 from cubequeue.storage.durable.errors import DiskFull, LogFailed
 from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.lock import DirectoryLock
 from cubequeue.storage.durable.log import DurableLog, LogStopped
-from cubequeue.storage.durable.records import PURGE, Record
+from cubequeue.storage.durable.records import Record
 from cubequeue.storage.durable.recovery import RecoveryReport
 from cubequeue.storage.durable.snapshots import SnapshotInfo, disk_usage, prune, write_snapshot
-from cubequeue.storage.interface import BlockingOutcome, RowStream, StepResult, Table
-from cubequeue.storage.queue_item import path_prefix
-from cubequeue.storage.record_kinds import CACHE_DEL, CLOCK, ID_RESERVE, ITEM_DEL
+from cubequeue.storage.interface import BlockingOutcome, StepResult, Table
+from cubequeue.storage.record_kinds import CLOCK, ID_RESERVE
 from cubequeue.storage.stats import StoreStats
 from cubequeue.storage.store import Store
 
@@ -70,7 +68,7 @@ _MUTATING: frozenset[type[Command]] = _GROWING | frozenset(
     {QueueRetrieve, QueueAck, QueueCancel, QueueHeartbeat, QueuePurge, QueueTruncate,
      CacheRemove, CacheTruncate, CachePurge, SysClock})
 #: commands the durable store handles itself before or after the in-memory step
-_SPECIAL: frozenset[type[Command]] = frozenset({QueuePurge, CachePurge, SysCachestore, SysClock})
+_SPECIAL: frozenset[type[Command]] = frozenset({SysCachestore, SysClock})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,8 +137,6 @@ class DurableStore:
 
     def _special(self, cmd: Command, process_id: str | None) -> StepResult:
         """The commands the durable store adds to or journals its own way."""
-        if isinstance(cmd, QueuePurge | CachePurge):
-            return self._reply(self._purge(cmd, process_id))
         kind = type(cmd)
         action = getattr(cmd, "action", "")
         if kind is SysCachestore and action == "persist":
@@ -156,29 +152,8 @@ class DurableStore:
             self._journal.append((CLOCK, clock(), getattr(clock, "offset_ms", 0)))
         return self._reply(result)
 
-    def _purge(self, cmd: QueuePurge | CachePurge, process_id: str | None,
-               ) -> ResultSet | RowStream:
-        """QUEUE / CACHE PURGE journaled as one PURGE record instead of a removal per item
-        or entry, so the log grows by O(1) bytes for a bulk statement (as TRUNCATE's one
-        record); recovery replays it with the same filter (:meth:`Image.apply`)."""
-        journal, mark = self._journal, len(self._journal)
-        queue = isinstance(cmd, QueuePurge)
-        bound = self.store.next_item_id if queue else self._cache_next_id()
-        deleted = ITEM_DEL if queue else CACHE_DEL
-        result = self.store.execute(cmd, process_id)
-        removed = journal[mark:]
-        if not removed or any(rec[0] != deleted for rec in removed):
-            return result  # nothing removed, or not the per-item shape: journal as it is
-        del journal[mark:]
-        if isinstance(cmd, QueuePurge):
-            record: Record = (PURGE, "queue", bound_fields.text(cmd.prefix), cmd.status, bound)
-        else:  # CACHE PURGE's pattern named one prefix: every removed path carries it
-            record = (PURGE, "cache", path_prefix(str(removed[0][1])), None, bound)
-        journal.append(record)
-        return result
-
     def _cache_next_id(self) -> int:
-        return int(getattr(self.store, "_cache").next_id)  # noqa: B009  # the store's own counter
+        return self.store.next_cache_id
 
     def result_blocking(self, cmd: QueueResultBlocking, callback: Callable[[ResultSet], None],
                         process_id: str | None = None) -> BlockingOutcome:
