@@ -39,9 +39,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -287,12 +289,13 @@ INPROC_SQL = "SELECT 1"
 class _SinkTransport:
     """Enough of an asyncio transport for :class:`PgProtocol`: writes are counted, kept last."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 40000) -> None:
+        self.port = port
         self.writes = 0
         self.last = b""
 
     def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 40000) if name == "peername" else default
+        return ("127.0.0.1", self.port) if name == "peername" else default
 
     def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         return None
@@ -380,6 +383,203 @@ def inproc_us(mode: str, n: int = 20_000, sql: str = INPROC_SQL, *,
     return asyncio.run(run())
 
 
+# --- in-process: one QueryQueue cycle, as bench/cycle.py's asyncpg clients send it -------
+
+#: ``inproc`` modes that drive the QueryQueue cycle (normal track, fast track)
+CYCLE_MODES = ("cycle", "cycle-fast")
+#: the in-process cycle's queue prefix
+CYCLE_PREFIX = "inproc"
+_SYNC = b"S\x00\x00\x00\x04"
+_EXECUTE = b"E\x00\x00\x00\x09\x00\x00\x00\x00\x00"
+
+
+def _param(oid: int, value: int | str) -> bytes:
+    """One parameter in asyncpg's binary format for the type the server described."""
+    if oid == 20:
+        return struct.pack("!q", int(value))
+    if oid == 23:
+        return struct.pack("!i", int(value))
+    if oid == 21:
+        return struct.pack("!h", int(value))
+    return str(value).encode()
+
+
+class _CycleConn:
+    """One asyncpg-like connection in-process: a real :class:`PgProtocol` on the shared
+    server context, its statements prepared by name (Parse, Describe, Sync as asyncpg's
+    ``prepare``), each step one Bind/Execute/Sync with binary parameters and results."""
+
+    def __init__(self, ctx: object, port: int) -> None:
+        from cubequeue.server.pgwire import messages as m
+        from cubequeue.server.pgwire.client import encode_frontend
+        from cubequeue.server.pgwire.listener import PgProtocol
+
+        self.proto = PgProtocol(ctx, None)  # type: ignore[arg-type]  # a ServerContext
+        self.sink = _SinkTransport(port)
+        self.proto.connection_made(self.sink)  # type: ignore[arg-type]  # a stand-in transport
+        self.proto.data_received(encode_frontend(m.StartupMessage(
+            196608, (("user", "cube"), ("database", "cube")))))
+        self.oids: dict[str, tuple[int, ...]] = {}
+
+    def prepare(self, sql: dict[str, str]) -> None:
+        from cubequeue.server.pgwire import messages as m
+        from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
+
+        for name, text in sql.items():
+            self.proto.data_received(encode_frontend(m.Parse(f"bench_{name}", text, ()))
+                                     + encode_frontend(m.Describe("S", f"bench_{name}"))
+                                     + _SYNC)
+            answer = BackendDecoder().feed(self.sink.last)
+            desc = [x for x in answer if isinstance(x, m.ParameterDescription)]
+            if not desc:
+                raise RuntimeError(f"preparing {text!r}: {answer!r}")
+            self.oids[name] = desc[0].type_oids
+
+    def bind(self, name: str, *values: int | str) -> bytes:
+        """Bind (binary parameters, binary results) + Execute + Sync, as asyncpg sends."""
+        stmt = f"bench_{name}".encode()
+        oids = self.oids[name]
+        parts = [b"\x00", stmt, b"\x00", struct.pack("!hh", 1, 1), struct.pack("!h", len(values))]
+        for oid, value in zip(oids, values, strict=True):
+            data = _param(oid, value)
+            parts += [struct.pack("!i", len(data)), data]
+        parts.append(struct.pack("!hh", 1, 1))
+        body = b"".join(parts)
+        return b"B" + struct.pack("!i", len(body) + 4) + body + _EXECUTE + _SYNC
+
+    def bind_id(self, name: str, *values: int | str) -> tuple[bytes, bytes]:
+        """The Bind of a statement whose last parameter is a queue id, split around the
+        id's 8 bytes, so a cycle's messages cost one concatenation each."""
+        whole = self.bind(name, *values, 0)
+        cut = whole.index(_EXECUTE) - 4 - 8  # ... id(8), result formats(4), Execute
+        return whole[:cut], whole[cut + 8 :]
+
+
+def _first_int8(reply: bytes) -> int:
+    """The first column (binary int8) of the first DataRow after BindComplete."""
+    if reply[5:6] != b"D":
+        raise RuntimeError(f"expected a row, got {reply[:200]!r}")
+    return int(struct.unpack_from("!q", reply, 5 + 1 + 4 + 2 + 4)[0])
+
+
+#: one cycle's messages that do not depend on the id: lookup, ADD, RETRIEVE; the ACK by id
+_Cycle = tuple[bytes, bytes, bytes, Callable[[int], bytes]]
+
+
+def inproc_cycle_us(fast: bool = False, n: int = 2_000, *, profile: str | None = None,
+                    check: bool = True) -> float:  # fmt: skip
+    """Server CPU µs per QueryQueue cycle, in-process: bench/cycle.py's C=1 cycle (a
+    client, the reconciler and a worker, each its own connection) fed as bytes to three
+    real :class:`PgProtocol` on one server context, the store's waiter and wake-up
+    included: lookup (a miss), ADD (or ADD_AND_RETRIEVE), RESULT_BLOCKING (registers),
+    LIST + RETRIEVE EXTENDED (normal track), MERGE_EXTRA ×2, HEARTBEAT, ACK (wakes the
+    waiter: the loop runs until the client's answer is written), LIST (the reconcile
+    after the ACK): 10 round trips (8 on the fast track), as bench/cycle.py counts them.
+    The driver's own work (a concatenation per message, reading the id) is inside the
+    figure."""
+    from bench.adapters.cubequeue import SQL
+    from bench.cycle import payload_for, result_for
+    from cubequeue.server.app import build_context
+    from cubequeue.server.options import load_config
+
+    async def run() -> float:
+        ctx = build_context(load_config(["--auth", "trust"], {}))
+        client, recon, worker = (_CycleConn(ctx, 40000 + i) for i in range(3))
+        for conn in (client, recon, worker):
+            conn.prepare(SQL)
+        extra1 = json.dumps({"startQueryTime": 1764590000000})
+        extra2 = json.dumps({"cancelHandler": "queryCancel"})
+        def by_id(conn: _CycleConn, name: str, *lead: int | str,
+                  trail: tuple[int | str, ...] = ()) -> Callable[[int], bytes]:  # fmt: skip
+            if trail:  # the id comes first: MERGE_EXTRA id json, ACK id json
+                a = conn.bind(name, 0, *trail)
+                b = conn.bind(name, 1, *trail)
+                cut = next(i for i in range(len(a)) if a[i] != b[i]) - 7
+                head, tail = a[:cut], a[cut + 8 :]
+            else:  # the id is last: HEARTBEAT id, RESULT_BLOCKING timeout id
+                head, tail = conn.bind_id(name, *lead)
+            if conn.bind(name, *lead, 12345, *trail) != head + struct.pack("!q", 12345) + tail:
+                raise RuntimeError(f"{name}: the id is not where it was looked for")
+            return lambda qid: head + struct.pack("!q", qid) + tail
+
+        merge_a = by_id(worker, "merge_extra", trail=(extra1,))
+        merge_b = by_id(worker, "merge_extra", trail=(extra2,))
+        heartbeat = by_id(worker, "heartbeat")
+        wait = by_id(client, "wait", 5000)
+
+        def plan(tag: str, count: int) -> list[_Cycle]:
+            out: list[_Cycle] = []
+            for i in range(count):
+                path = f"{CYCLE_PREFIX}{tag}:k{i}"
+                prio = i % 11
+                add = (client.bind("add_and_claim", prio, path, payload_for(path, prio), 2)
+                       if fast else client.bind("add", prio, path, payload_for(path, prio)))
+                out.append((client.bind("lookup", path), add,
+                            recon.bind("retrieve", 2, path),
+                            by_id(worker, "ack", trail=(result_for(path),))))
+            return out
+
+        list_msg = recon.bind("list", f"{CYCLE_PREFIX}{'f' if fast else 'n'}")
+        list_warm = recon.bind("list", f"{CYCLE_PREFIX}w")
+
+        async def cycle(msgs: _Cycle, listing: bytes) -> None:
+            lookup, add, retrieve, ack = msgs
+            client.proto.data_received(lookup)
+            client.proto.data_received(add)
+            qid = _first_int8(client.sink.last)
+            writes = client.sink.writes
+            client.proto.data_received(wait(qid))
+            await asyncio.sleep(0)  # the waiter's task registers with the store
+            if not fast:
+                recon.proto.data_received(listing)
+                recon.proto.data_received(retrieve)
+            worker.proto.data_received(merge_a(qid))
+            worker.proto.data_received(merge_b(qid))
+            worker.proto.data_received(heartbeat(qid))
+            worker.proto.data_received(ack(qid))
+            while client.sink.writes < writes + 2:  # BindComplete, then the woken answer
+                await asyncio.sleep(0)
+            recon.proto.data_received(listing)
+
+        warm = plan("w", 300)
+        for msgs in warm:
+            await cycle(msgs, list_warm)
+        _check_cycle_answers(client, recon, worker)
+        timed = plan("f" if fast else "n", n)
+        prof = None
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
+        t0 = time.process_time()
+        for msgs in timed:
+            await cycle(msgs, list_msg)
+        spent = time.process_time() - t0
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
+        if check:
+            _check_cycle_answers(client, recon, worker)
+            if b"inproc" not in client.sink.last:
+                raise RuntimeError(f"the last wait did not answer its result: {client.sink.last[:200]!r}")
+        for conn in (client, recon, worker):
+            conn.proto.connection_lost(None)
+        return spent / n * 1e6
+
+    return asyncio.run(run())
+
+
+def _check_cycle_answers(*conns: _CycleConn) -> None:
+    from cubequeue.server.pgwire import messages as m
+    from cubequeue.server.pgwire.client import BackendDecoder
+
+    for conn in conns:
+        answer = BackendDecoder().feed(conn.sink.last)
+        if any(isinstance(x, m.ErrorResponse) for x in answer):
+            raise RuntimeError(f"the server answered an error: {answer!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """``python -m bench.wire inproc [mode…]``: in-process µs per ``SELECT 1`` transaction
     (median of ``--reps``); ``python -m bench.wire pgbench [mode…]``: steady-state pgbench
@@ -391,7 +591,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("what", choices=("inproc", "pgbench"))
     ap.add_argument("modes", nargs="*", default=list(MODES))
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("-n", type=int, default=20_000, help="transactions per in-process rep")
+    ap.add_argument("-n", type=int, default=20_000,
+                    help="transactions per in-process rep (cycles: a tenth of it)")
     ap.add_argument("-c", "--clients", type=int, default=1)
     ap.add_argument("-T", "--seconds", type=int, default=5)
     ap.add_argument("--sql", default=INPROC_SQL)
@@ -401,7 +602,12 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_intermixed_args(argv)
     w = Workload("cubequeue", args.sql, args.sql, args.sql)
     for mode in args.modes:
-        if args.what == "inproc":
+        if args.what == "inproc" and mode in CYCLE_MODES:
+            figures = [inproc_cycle_us(mode == "cycle-fast", max(1, args.n // 10),
+                                       profile=args.profile if i == args.reps - 1 else None)
+                       for i in range(args.reps)]
+            unit = "µs/cycle in-process"
+        elif args.what == "inproc":
             figures = [inproc_us(mode, args.n, args.sql,
                                  profile=args.profile if i == args.reps - 1 else None)
                        for i in range(args.reps)]

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "TX_END_WORDS",
     "Binder",
+    "BlockingWait",
     "Executor",
     "Observe",
     "Origin",
@@ -440,6 +441,20 @@ class Executor:
             return result
         return WaitFor(cmd, process_id, result, started, text, origin)
 
+    def begin_blocking(
+        self, wait: WaitFor, on_done: Callable[[BlockingWait], None], timeout_ms: int = 0
+    ) -> BlockingWait:
+        """Start a ``QUEUE RESULT_BLOCKING`` (``wait.blocking``) on callbacks: the
+        :class:`BlockingWait` is done at once when the store answered at once (its rows,
+        or the error), else ``on_done`` gets it once it is woken, timed out or
+        cancelled. The same answers, counts and log lines as :meth:`complete`, without
+        its task; ``timeout_ms`` bounds only a store's registration step, as there."""
+        cmd = wait.command
+        assert isinstance(cmd, QueueResultBlocking) and wait.pending is None
+        blocking = BlockingWait(self, cmd, wait.text or cmd.tag, wait.origin, on_done)
+        blocking.start(wait.process_id, timeout_ms)
+        return blocking
+
     def _drain_soon(self) -> None:
         """Run the bulk work a step left (a PURGE's or TRUNCATE's release, a sweep
         backlog) one budget per event-loop turn, so it finishes while no statement comes
@@ -668,6 +683,160 @@ class Executor:
     ) -> None:
         """Blocking waits are metered and logged but never "slow": waiting is their job."""
         self._account(cmd.tag, text, outcome, time.perf_counter() - started, origin)
+
+
+class BlockingWait:
+    """A ``QUEUE RESULT_BLOCKING`` held on plain callbacks (:meth:`Executor.begin_blocking`).
+
+    The store's waiter and one timer resolve it, so a wait costs no task, coroutine or
+    ``wait_for`` and its wake-up one event-loop callback: the wait was about a fifth of
+    the QueryQueue cycle's server CPU. It answers, counts and logs exactly as
+    :meth:`Executor.complete` does, and offers the part of ``asyncio.Task`` the wire's
+    shell reads (``cancel``, ``cancelled``, ``exception``, ``result``). A store that
+    must wait before it registers (an awaitable) gets its registration awaited in a task
+    under ``statement_timeout``, as in :meth:`Executor._blocking`."""
+
+    __slots__ = ("_cmd", "_error", "_executor", "_loop", "_on_done", "_origin", "_result",
+                 "_started", "_state", "_task", "_text", "_timer", "_waiter")  # fmt: skip
+
+    def __init__(self, executor: Executor, cmd: QueueResultBlocking, text: str,
+                 origin: Origin | None, on_done: Callable[[BlockingWait], None]) -> None:  # fmt: skip
+        self._executor = executor
+        self._cmd = cmd
+        self._text = text
+        self._origin = origin
+        self._on_done = on_done
+        self._loop = asyncio.get_running_loop()
+        self._started = time.perf_counter()
+        #: "pending", "woken" (the ACK's rows came; on_done is scheduled), "done", "canceled"
+        self._state = "pending"
+        self._result: ResultSet | None = None
+        self._error: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiter: Cancellable | None = None
+        self._task: asyncio.Task[ResultSet | Cancellable] | None = None
+
+    # --- what the wire's shell reads (the asyncio.Task subset) -----------------------
+
+    def done(self) -> bool:
+        return self._state == "done" or self._state == "canceled"
+
+    def cancelled(self) -> bool:
+        return self._state == "canceled"
+
+    def exception(self) -> BaseException | None:
+        return self._error
+
+    def result(self) -> ResultSet:
+        assert self._result is not None, "result() of a wait without one"
+        return self._result
+
+    def cancel(self) -> bool:
+        """Withdraw the waiter (CancelRequest, disconnect, shutdown): 57014 is counted,
+        and ``on_done`` runs on the next loop turn, as a cancelled task's callback does."""
+        if self._state != "pending" and self._state != "woken":  # woken: as a task whose
+            return False  # future is resolved but that has not run yet, it still cancels
+        self._state = "canceled"
+        self._release()
+        if self._task is not None:
+            self._task.cancel()
+        self._executor._observe_only(self._cmd, "57014", self._started, self._text, self._origin)
+        self._loop.call_soon(self._on_done, self)
+        return True
+
+    # --- the steps -----------------------------------------------------------------
+
+    def start(self, process_id: str | None, timeout_ms: int) -> None:
+        executor = self._executor
+        try:
+            outcome = executor.store.result_blocking(self._cmd, self._deliver, process_id)
+        except QueueError as exc:
+            executor._finish(self._cmd, exc.sqlstate, self._started, self._text, self._origin)
+            self._fail(exc)
+            return
+        except Exception as exc:  # as the task path: not counted, answered XX000
+            self._fail(exc)
+            return
+        if hasattr(outcome, "__await__"):  # a store that must wait before answering
+            task = self._loop.create_task(executor._registered(
+                cast("Awaitable[ResultSet | Cancellable]", outcome), timeout_ms))
+            task.add_done_callback(self._registered)
+            self._task = task
+            return
+        self._answer(outcome)
+
+    def _registered(self, task: asyncio.Task[ResultSet | Cancellable]) -> None:
+        self._task = None
+        if self._state != "pending" or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            self._answer(task.result())
+            if self.done():
+                self._on_done(self)
+            return
+        if isinstance(exc, QueueError):
+            self._executor._finish(self._cmd, exc.sqlstate, self._started, self._text,
+                                   self._origin)  # fmt: skip
+        self._fail(exc)
+        self._on_done(self)
+
+    def _answer(self, outcome: ResultSet | Cancellable) -> None:
+        if isinstance(outcome, ResultSet):  # answered at once
+            self._executor._finish(self._cmd, "ok", self._started, self._text, self._origin)
+            self._result = outcome
+            self._state = "done"
+            return
+        self._waiter = outcome
+        if self._result is not None:  # woken during the registration itself
+            self._state = "woken"
+            self._loop.call_soon(self._woken)
+            return
+        cmd = self._cmd
+        assert isinstance(cmd.timeout, int), "bind parameters before running"
+        timeout_s = min(cmd.timeout, self._executor.max_blocking_timeout_ms) / 1000
+        self._timer = self._loop.call_later(timeout_s, self._timed_out)
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._state = "done"
+
+    def _deliver(self, result: ResultSet) -> None:
+        """The store's callback, inside the step that woke it (the ACK): the answer goes
+        out on the next loop turn, after that step has been answered and counted."""
+        if self._state != "pending" or self._result is not None:
+            return
+        self._result = result
+        if self._waiter is None and self._task is None:  # still inside result_blocking
+            return
+        self._state = "woken"
+        self._loop.call_soon(self._woken)
+
+    def _woken(self) -> None:
+        if self._state != "woken":
+            return
+        self._finish_wait()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self._state != "pending":
+            return
+        self._result = ResultSet(self._cmd.result_columns(), [])
+        self._finish_wait()
+
+    def _finish_wait(self) -> None:
+        self._state = "done"
+        self._release()
+        self._executor._observe_only(self._cmd, "ok", self._started, self._text, self._origin)
+        self._on_done(self)
+
+    def _release(self) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.cancel()
 
 
 async def _gather(stream: RowStream) -> ResultSet:

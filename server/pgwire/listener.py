@@ -53,7 +53,7 @@ from cubequeue.server.errors import (
     QueryCanceled,
     TooManyConnections,
 )
-from cubequeue.server.executor import WaitFor
+from cubequeue.server.executor import BlockingWait, WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.codec import Decoder, FramingError
 from cubequeue.server.pgwire.errors import InvalidAuthorizationSpecification
@@ -108,7 +108,8 @@ class PgProtocol(asyncio.Protocol):
         #: what the queued messages hold, by :func:`_held_bytes`
         self._pending_bytes = 0
         self._eof = False
-        self._busy: asyncio.Task[object] | None = None  # a blocking wait or a TLS upgrade
+        #: a step's wait (a task, or a RESULT_BLOCKING on callbacks) or a TLS upgrade
+        self._busy: asyncio.Task[object] | BlockingWait | None = None
         self._cancel_reason: str | None = None
         self._write_paused = False
         #: a streamed result waiting for the client to read (:meth:`_drain_rows`)
@@ -360,8 +361,9 @@ class PgProtocol(asyncio.Protocol):
             return
         if isinstance(msg, m.SSLRequest) and self.tls is not None and self._refusal is None:
             self._write_raw(b"S")
-            self._busy = asyncio.get_running_loop().create_task(self._start_tls(self.tls))
-            self._busy.add_done_callback(self._tls_done)
+            upgrade = asyncio.get_running_loop().create_task(self._start_tls(self.tls))
+            upgrade.add_done_callback(self._tls_done)
+            self._busy = upgrade
             return
         self._write_raw(b"N")
 
@@ -387,14 +389,32 @@ class PgProtocol(asyncio.Protocol):
 
     # --- blocking waits and cancel ----------------------------------------------------
 
-    def _start_wait(self, wait: WaitFor) -> None:
+    def _start_wait(self, wait: WaitFor) -> bool:
+        """Run a step that waits; False when it was answered at once (a RESULT_BLOCKING
+        whose result is there: the session carried on and nothing waits)."""
+        session = self.session
+        plain = session.plain
+        timeout_ms = plain.statement_timeout_ms if plain else 0
+        executor = self.ctx.executor
+        while wait.blocking:  # on callbacks, no task (executor.BlockingWait)
+            session.row_sink(self._drain_rows)  # a blocking wait streams nothing
+            blocking = executor.begin_blocking(wait, self._wait_done, timeout_ms)
+            if not blocking.done():
+                self._flush()
+                self._busy = blocking
+                return True
+            error = blocking.exception()
+            after = (session.resume(error=error) if error is not None
+                     else session.resume(blocking.result()))
+            if after is None:
+                return False
+            wait = after
         self._flush()
-        plain = self.session.plain
-        coro = self.ctx.executor.complete(wait, plain.statement_timeout_ms if plain else 0,
-                                          self.session.row_sink(self._drain_rows))
+        coro = executor.complete(wait, timeout_ms, session.row_sink(self._drain_rows))
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._wait_done)
         self._busy = task
+        return True
 
     async def _drain_rows(self) -> None:
         """A streamed result's slice is encoded: send it, and while the transport's
@@ -411,7 +431,7 @@ class PgProtocol(asyncio.Protocol):
         finally:
             self._drained = None
 
-    def _wait_done(self, task: asyncio.Task[object]) -> None:
+    def _wait_done(self, task: asyncio.Task[object] | BlockingWait) -> None:
         self._busy = None
         if self._lost:
             return
@@ -431,8 +451,7 @@ class PgProtocol(asyncio.Protocol):
                 result = task.result()
                 assert isinstance(result, ResultSet)
                 wait = self.session.resume(result)
-        if wait is not None:
-            self._start_wait(wait)
+        if wait is not None and self._start_wait(wait):
             return
         if self.session.closed:
             self._close()
