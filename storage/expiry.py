@@ -71,6 +71,12 @@ class ExpiryHeap:
         if self._cursor >= 0:
             self._compact(self._step)
 
+    def load(self, dues: list[int], ids: list[int]) -> None:
+        """Many entries at once (recovery): one heapify instead of a sift per push."""
+        heap = self._heap
+        heap.extend([(due + _BIAS) << _ID_BITS | id_ for due, id_ in zip(dues, ids, strict=True)])
+        heapq.heapify(heap)
+
     @property
     def compacting(self) -> bool:
         """A compaction pass is under way (tests, INFO)."""

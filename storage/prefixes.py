@@ -32,6 +32,9 @@ from cubequeue.storage.queue_item import ID_MASK, Item, pack, unpack_time
 
 __all__ = ["PrefixState", "Prefixes"]
 
+#: :func:`.queue_item.pack`'s bias (i64 values shifted so packed keys order like them)
+_BIAS = 1 << 63
+
 
 class PrefixState:
     __slots__ = (
@@ -88,11 +91,17 @@ class PrefixState:
             self.by_orphaned.add(pack(item.orphaned, item.id))
 
     def restore_pending(self, items: list[Item]) -> None:
-        """Recovery: many pending items at once (SortedList.update sorts them in one go)."""
-        self.pending.update([item.rank for item in items])
-        self.by_created.update([pack(item.created, item.id) for item in items])
-        self.by_orphaned.update([pack(item.orphaned, item.id) for item in items
-                                 if item.orphaned is not None])
+        """Recovery: many pending items at once (SortedList.update sorts them in one go;
+        the keys are :attr:`Item.rank` and :func:`pack`, inlined: a call per item is a
+        tenth of a recovery at 10^6)."""
+        bias, top = _BIAS, _BIAS - 1
+        self.pending.update([((top - item.priority) << 128) | ((item.created + bias) << 64)
+                             | item.id for item in items])
+        self.by_created.update([((item.created + bias) << 64) | item.id for item in items])
+        orphaned = [((item.orphaned + bias) << 64) | item.id for item in items
+                    if item.orphaned is not None]
+        if orphaned:
+            self.by_orphaned.update(orphaned)
 
     def _drop_pending(self, item: Item) -> None:
         self.pending.remove(item.rank)

@@ -61,7 +61,7 @@ from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState, item_record
 from cubequeue.storage.queue_commands import QueueCommands
-from cubequeue.storage.queue_item import Item, path_prefix
+from cubequeue.storage.queue_item import path_prefix
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.queue_tables import (
     queue_prefixes_table,
@@ -266,7 +266,7 @@ class Store:
         """Recovery: rebuild every index from rows in the state records' field order
         (ITEM_PUT, RESULT_PUT, CACHE_PUT fields after the kind; validated on load)."""
         queue = self._queue
-        queue.restore_items(self._restored_items(items))
+        queue.restore_rows(items)
         for row in results:
             id_, path, value, expire, external_id, deleted = row
             result = Result(
@@ -279,19 +279,6 @@ class Store:
             self._cache.restore(row_id, path, value, expire)  # type: ignore[arg-type]  # validated record fields
         self._cache.sort_prefix_index()
         queue.reserve_ids(next_id)
-
-    @staticmethod
-    def _restored_items(items: Iterable[Sequence[object]]) -> Iterator[Item]:
-        for row in items:
-            (id_, path, payload, priority, created, orphaned, expire, process_id, exclusive,
-             external_id, extra, heartbeat, activated) = row
-            item = Item(
-                id=id_, path=path, prefix=path_prefix(path), payload=payload,  # type: ignore[arg-type]  # validated record fields
-                priority=priority, created=created, orphaned=orphaned, expire=expire,  # type: ignore[arg-type]  # validated record fields
-                process_id=process_id, exclusive=exclusive, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
-            )
-            item.extra, item.heartbeat, item.activated = extra, heartbeat, activated  # type: ignore[assignment]  # validated record fields
-            yield item
 
     def snapshot_slices(self, size: int) -> Iterator[list[tuple[object, ...]]]:
         """The state as state records, ``size`` per slice, each built when asked for from
