@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cubequeue.grammar import parse
-from cubequeue.grammar.errors import LimitExceeded, QueueError
+from cubequeue.grammar.errors import LimitExceeded
 from cubequeue.grammar.results import ResultSet
 from cubequeue.server.executor import BlockingWait, Executor, WaitFor
 from cubequeue.storage.clock import FakeClock
@@ -39,7 +39,7 @@ def blocking_step(executor: Executor, sql: str) -> WaitFor:
 
 
 def waiters(store: Store) -> int:
-    return int(store._queue.waiters.count)  # type: ignore[attr-defined]  # test's peek
+    return int(store._queue.waiters.count)
 
 
 async def settled(done: asyncio.Future[BlockingWait]) -> BlockingWait:
@@ -163,7 +163,7 @@ def test_a_store_error_is_counted_and_carried() -> None:
     def refuse(*_args: object) -> ResultSet:
         raise LimitExceeded("too many waiters (a test's refusal)")
 
-    store.result_blocking = refuse  # type: ignore[method-assign]  # a refusing store
+    store.result_blocking = refuse  # type: ignore[method-assign, assignment]  # a refusing store
 
     async def main() -> None:
         _done, on_done = on_done_future()
@@ -190,7 +190,7 @@ def test_a_store_that_registers_later_is_awaited_then_woken() -> None:
 
         return registered()
 
-    store.result_blocking = later  # type: ignore[method-assign]  # a store that waits first
+    store.result_blocking = later  # type: ignore[method-assign, assignment]  # a store that waits first
 
     async def main() -> None:
         qid = added(executor, "q:a")
