@@ -111,15 +111,36 @@ def test_a_listing_above_the_default_budget_over_a_real_socket(ws_server) -> Non
     asyncio.run(asyncio.wait_for(main(), 120))
 
 
-def test_the_answer_frame_decodes_to_the_rows() -> None:
-    sink = FrameSink()
+def test_the_answer_frame_decodes_to_the_rows_whatever_the_rows_per_turn() -> None:
     columns = QueueList(prefix="q").result_columns()
-    sink.begin(columns)
-    rows: list[Row] = [("a", 1, "pending", None), ("b", 2, "active", '{"x":1}')]
-    sink.write(rows[:1])
-    sink.write(rows[1:])
-    message = decode_message(sink.finish(3, None))
-    assert message.command == HttpResultSet(
+    rows: list[Row] = [(f"k{i}", i, "pending", None if i % 2 else '{"x":1}') for i in range(10)]
+    want = encode_result_set(3, None, ResultSet(columns, rows))
+    encoded: list[int] = []
+
+    class Counting(FrameSink):
+        __slots__ = ()
+
+        def _encode(self, part: list[Row]) -> None:
+            encoded.append(len(part))
+            super()._encode(part)
+
+    async def stream(sink: FrameSink) -> bytes:
+        sink.begin(columns)
+        sink.write(rows[:7])
+        await sink.drain()
+        sink.write(rows[7:])
+        await sink.drain()
+        return sink.finish(3, None)
+
+    for per_turn in (1, 3, 256):
+        encoded.clear()
+        assert asyncio.run(stream(Counting(per_turn))) == want
+        assert sum(encoded) == 10 and max(encoded) <= per_turn
+    undrained = FrameSink()  # finish encodes what was written and not drained
+    undrained.begin(columns)
+    undrained.write(rows)
+    assert undrained.finish(3, None) == want
+    assert decode_message(want).command == HttpResultSet(
         tuple(c.name for c in columns),
-        (("a", "1", "pending", None), ("b", "2", "active", '{"x":1}')),
+        tuple((f"k{i}", str(i), "pending", None if i % 2 else '{"x":1}') for i in range(10)),
     )
