@@ -379,3 +379,75 @@ def _assemble(system: str, cfg: CycleConfig, wall: float, server_cpu: float,
         server_cpu, client_cpu, fast_claimed, timeouts, check, errors,
         sum(chain) / len(chain) if chain else 0.0,
     )  # fmt: skip
+
+
+def _start(system: str, tree: str | None = None) -> Any:
+    """A fresh peer; ``tree`` (cubequeue only) is a source tree to import the server from
+    (``TREE/cubequeue/{grammar,server,storage}``), for A/B pairs."""
+    import os
+
+    from bench import peers
+
+    if system != "cubequeue":
+        return {"redis": peers.start_redis, "postgres": peers.start_postgres}[system]()
+    old = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = tree
+    try:
+        return peers.start_cubequeue()
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m bench.cycle [-c 1 8] [--mode normal fast] [--systems cubequeue redis]
+    [--ab BASE]``: short cycle runs, the systems (or base and new trees) alternated per
+    repetition on fresh servers; prints server CPU µs per cycle, medians and ratios."""
+    import argparse
+    import asyncio
+    import statistics
+
+    from bench.adapters import setup
+
+    ap = argparse.ArgumentParser(prog="python -m bench.cycle")
+    ap.add_argument("-c", "--clients", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--concurrency", type=int, default=2)
+    ap.add_argument("--mode", nargs="+", choices=("normal", "fast"), default=["normal", "fast"])
+    ap.add_argument("--systems", nargs="+", default=["cubequeue", "redis"])
+    ap.add_argument("--queries", type=int, default=400)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--ab", metavar="BASE", help="cubequeue from BASE against the current tree")
+    args = ap.parse_args(argv)
+    sides = ["base", "new"] if args.ab else list(args.systems)
+    for clients in args.clients:
+        for mode in args.mode:
+            cfg = CycleConfig(clients, args.concurrency, mode == "fast", args.queries)
+            figures: dict[str, list[float]] = {s: [] for s in sides}
+            for rep in range(args.reps):
+                order = sides if rep % 2 == 0 else sides[::-1]
+                for side in order:
+                    system = "cubequeue" if args.ab else side
+                    peer = _start(system, args.ab if side == "base" else None)
+                    try:
+                        target = Target(system, "127.0.0.1", peer.port, peer.dsn)
+                        asyncio.run(setup(target))
+                        run = run_cycle(target, peer.pid, cfg, f"cli{rep}{side}")
+                    finally:
+                        peer.stop()
+                    if run.ok:
+                        figures[side].append(run.server_cpu_us)
+                    print(f"C={clients} {mode:6} {side:9} {run.server_cpu_us:7.0f} µs/cycle "
+                          f"{run.cycles_per_s:6.0f}/s RT {run.rt_per_cycle:.2f}"
+                          f"{'' if run.ok else ' REJECTED ' + repr(run.errors[:2])}", flush=True)
+            med = {s: statistics.median(v) if v else float("nan") for s, v in figures.items()}
+            first = med[sides[0]]
+            ratios = " ".join(f"{s} {med[s]:.0f} ({med[s] / first:.2f}x)" for s in sides)
+            print(f"== C={clients} conc={args.concurrency} {mode}: median server µs/cycle "
+                  f"{ratios} [ratios to {sides[0]}]", flush=True)
+
+
+if __name__ == "__main__":
+    main()
