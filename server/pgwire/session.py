@@ -120,6 +120,9 @@ _SPLIT_CACHE_MAX_LEN = 256
 #: a statement without these letters is not COPY: a C-speed scan spares most statements
 #: the first-word read (comments may come first, so only first_word decides)
 _COPY = re.compile("copy", re.IGNORECASE)
+#: result schemas a connection keeps the text shape of (:meth:`PgSession._text_shape`;
+#: the dialect has a few dozen): the map is cleared when full
+_MAX_TEXT_SHAPES = 64
 #: constant replies a connection keeps encoded (plain SQL has three constant outcomes;
 #: an Execute's are per result shape too); the map is cleared when full
 _MAX_CONSTANT_REPLIES = 16
@@ -212,6 +215,8 @@ class PgSession:
         #: the same for an Execute, by (outcome, result shape): :meth:`_constant_portal`
         self._constant_portals: dict[
             tuple[int, int], tuple[PlainOutcome, ResultShape, bytes]] = {}
+        #: id(result columns) → (them, their text shape, the zone it was built for)
+        self._text_shapes: dict[int, tuple[tuple[Column, ...], ResultShape | None, tzinfo]] = {}
 
     # --- public API -----------------------------------------------------------------
 
@@ -411,13 +416,28 @@ class PgSession:
         tz = self._tz
         return tz if tz is UTC or zoned(spec) else UTC
 
+    def _text_shape(self, columns: tuple[Column, ...]) -> ResultShape | None:
+        """A dialect result's text shape (None: no columns), kept per result schema: a
+        command's columns are one constant tuple, so the spec and the shared shape are
+        looked up once per schema and session zone, not rebuilt for every result."""
+        tz = self._tz
+        hit = self._text_shapes.get(id(columns))
+        if hit is not None and hit[0] is columns and hit[2] is tz:
+            return hit[1]
+        spec = columns_of(columns)
+        shape = None if spec is None else result_shape(spec, (0,) * len(spec),
+                                                       self._zone_for(spec))  # fmt: skip
+        if len(self._text_shapes) >= _MAX_TEXT_SHAPES:
+            self._text_shapes.clear()
+        self._text_shapes[id(columns)] = (columns, shape, tz)
+        return shape
+
     def _dialect_reply(self, command: Command, result: ResultSet) -> None:
-        spec = columns_of(result.columns)
+        shape = self._text_shape(result.columns)
         if isinstance(result, StreamedRows):  # the description and rows went already
-            tag = command.tag if spec is None else f"{command.tag} {result.count}"
+            tag = command.tag if shape is None else f"{command.tag} {result.count}"
             self.wire.append(encode_command_complete(tag))
-        elif spec is not None:
-            shape = result_shape(spec, (0,) * len(spec), self._zone_for(spec))
+        elif shape is not None:
             self.wire.append(shape.description)
             self._send_rows(shape, result.rows)
             self.wire.append(encode_command_complete(f"{command.tag} {len(result.rows)}"))

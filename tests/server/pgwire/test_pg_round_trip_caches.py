@@ -290,3 +290,38 @@ def test_command_tallies_expose_what_prometheus_client_classes_would(observation
                 if "command" in line and "_created" not in line]
 
     assert lines(ours.render()[0]) == lines(generate_latest(registry))
+
+
+# --- dialect text shapes and CommandComplete -------------------------------------------
+
+
+def test_dialect_text_shapes_are_kept_per_schema_and_answer_as_fresh_ones() -> None:
+    """A simple dialect Query's RowDescription and DataRows come from the session's
+    per-schema shape; the same statements on a fresh session (cache empty) answer the
+    same bytes, and a full map is cleared, not grown."""
+    from cubequeue.server.pgwire import session as session_module
+
+    script = [m.Query("QUEUE ADD PRIORITY 1 'q:a' '{}'"), m.Query("CACHE SET 'c:k' 'v'"),
+              m.Query("CACHE GET 'c:k'"), m.Query("QUEUE LIST 'q'"), m.Query("CACHE GET 'c:k'"),
+              m.Query("QUEUE HEARTBEAT 1"), m.Query("QUEUE LIST 'q'")]  # fmt: skip
+    warm = make()
+    first = [run(warm, q) for q in script]
+    again = [run(warm, q) for q in script[2:5]]
+    assert again[0] == first[2] and again[2] == first[4]
+    assert 0 < len(warm._text_shapes) <= session_module._MAX_TEXT_SHAPES
+    fresh = make()
+    assert [run(fresh, q) for q in script] == first
+    listing = first[3]
+    assert isinstance(listing[0], m.RowDescription)
+    assert [f.name for f in listing[0].fields][:3] == ["id", "queue_id", "status"]
+    assert isinstance(listing[-2], m.CommandComplete) and listing[-2].tag == "QUEUE LIST 1"
+
+
+def test_command_complete_remembered_equals_encoded() -> None:
+    from cubequeue.server.pgwire.client import BackendDecoder
+    from cubequeue.server.pgwire.codec import encode_command_complete
+
+    for tag in ("QUEUE ACK", "QUEUE LIST 1", "SELECT 1", "QUEUE LIST 1", "é 2"):
+        (msg,) = BackendDecoder().feed(encode_command_complete(tag))
+        assert msg == m.CommandComplete(tag)
+    assert encode_command_complete.cache_info().maxsize == 1024
