@@ -257,10 +257,12 @@ class Prefixes:
             state = self._states[prefix] = PrefixState(prefix)
         return state
 
-    def release(self, state: PrefixState) -> None:
-        """Forget ``state`` if it holds nothing any more."""
+    def release(self, state: PrefixState) -> bool:
+        """Forget ``state`` if it holds nothing any more; whether it was forgotten."""
         if state.empty and self._states.get(state.prefix) is state:
             del self._states[state.prefix]
+            return True
+        return False
 
     def clear(self) -> None:
         self._states.clear()

@@ -42,6 +42,7 @@ from cubequeue.storage.record_kinds import (
     ITEM_DEL,
     ITEM_PUT,
     ITEM_SET,
+    PREFIX,
     PURGE,
     RESULT_DEL,
     RESULT_FLAG,
@@ -57,7 +58,14 @@ def item_record(item: Item) -> tuple[object, ...]:
             item.orphaned, item.expire, item.process_id, item.exclusive, item.external_id,
             item.extra, item.heartbeat, item.activated)
 
-__all__ = ["QueueState"]
+
+def prefix_record(state: PrefixState) -> tuple[object, ...]:
+    """What a prefix remembers as its PREFIX state record (all null: nothing, or gone)."""
+    heartbeat_timeout, orphaned_timeout = state.last_to_cancel or (None, None)
+    return (PREFIX, state.prefix, state.last_concurrency, heartbeat_timeout, orphaned_timeout)
+
+
+__all__ = ["QueueState", "item_record", "prefix_record"]
 
 _log = logging.getLogger("cubequeue.queue")
 
@@ -245,12 +253,26 @@ class QueueState:
         if self.journal is not None:
             self.journal.append((ITEM_SET, item.id, item.activated, item.heartbeat, item.extra))
 
+    def note_prefix(self, state: PrefixState) -> None:
+        """Journal what ``state`` remembers (its last CONCURRENCY or TO_CANCEL timeouts
+        changed: callers journal only a value that differs from the stored one)."""
+        if self.journal is not None:
+            self.journal.append(prefix_record(state))
+
+    def _release_prefix(self, state: PrefixState) -> None:
+        """Forget ``state`` if it holds nothing any more; in durable mode, a forgotten
+        prefix that remembered something journals that it is gone (a later ADD there
+        starts afresh, and a replay must not bring the old values back)."""
+        if (self.prefixes.release(state) and self.journal is not None
+                and (state.last_concurrency is not None or state.last_to_cancel is not None)):
+            self.journal.append((PREFIX, state.prefix, None, None, None))
+
     def note_result_consumed(self, result: Result) -> None:
         if self.journal is not None:
             self.journal.append((RESULT_FLAG, result.id))
 
     def restore_rows(self, rows: Iterable[Sequence[object]]) -> None:
-        """Recovery in bulk from ITEM_PUT field rows (validated on load; ascending ids, as
+        """Recovery in bulk from ITEM_PUT records (validated on load; ascending ids, as
         the image keeps them): each item is built straight from its row, pending ones
         enter their prefix's sorted indexes in one sorted load per prefix, and the expiry
         heap is heapified once. At 10^6 items this is allocation-bound, so the loop does
@@ -265,8 +287,8 @@ class QueueState:
         ascending, last = not by_id, 0
         loaded: Iterable[Any] = rows  # validated record fields: typed by validate()
         for row in loaded:
-            (id_, path, payload, priority, created, orphaned, expire, process_id, exclusive,
-             external_id, extra, heartbeat, activated) = row
+            (_, id_, path, payload, priority, created, orphaned, expire, process_id,
+             exclusive, external_id, extra, heartbeat, activated) = row
             prefix, colon, _ = path.rpartition(":")
             if not colon:
                 prefix = ""
@@ -339,7 +361,7 @@ class QueueState:
         state = self.prefixes.get(item.prefix)
         if state is not None:
             state.remove(item)
-            self.prefixes.release(state)
+            self._release_prefix(state)
         if not in_sweep:
             self._item_expiry.note_dead()
         departure = Departure.of(item, reason, now, bulk)
@@ -367,7 +389,7 @@ class QueueState:
         state = self.prefixes.get(result.prefix)
         if state is not None:
             state.results -= 1
-            self.prefixes.release(state)
+            self._release_prefix(state)
         if not in_sweep:
             self._result_expiry.note_dead()
 
@@ -502,7 +524,7 @@ class QueueState:
                                   self._by_path)
         if self.journal is not None:  # durable mode: one record, whatever it removed
             self.journal.append((PURGE, "queue", prefix, status, self._next_id))
-        self.prefixes.release(state)
+        self._release_prefix(state)
         self._purges.append(detached)
         self._hidden += detached.count
         self._hiding = True

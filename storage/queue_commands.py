@@ -113,7 +113,9 @@ class QueueCommands:
         concurrency = bound_fields.num(cmd.concurrency)
         item, added = self._add(cmd, process_id, now)
         state = self._q.prefixes.ensure(item.prefix)
-        state.last_concurrency = concurrency
+        if state.last_concurrency != concurrency:
+            state.last_concurrency = concurrency
+            self._q.note_prefix(state)
         claim = (
             not item.active
             and (not item.exclusive or item.process_id == process_id)
@@ -145,8 +147,9 @@ class QueueCommands:
                     raise InvalidParameterValue(RETRIEVE_NEEDS_PID)
                 elif item.process_id == process_id:
                     claimed = item
-        if state is not None:
+        if state is not None and state.last_concurrency != concurrency:
             state.last_concurrency = concurrency
+            self._q.note_prefix(state)
         if claimed is None or state is None:
             if not cmd.extended:
                 return ResultSet(cmd.RESULT_COLUMNS, [])
@@ -312,7 +315,10 @@ class QueueCommands:
         if heartbeat_timeout is not None:
             # TO_CANCEL and STALLED select items to cancel; ORPHANED only lists, so a
             # manual CANCEL after it stays ``cancelled`` (the remover names the reason)
-            state.last_to_cancel = (heartbeat_timeout, orphaned_timeout)
+            timeouts = (heartbeat_timeout, orphaned_timeout)
+            if state.last_to_cancel != timeouts:
+                state.last_to_cancel = timeouts
+                q.note_prefix(state)
         ids: set[int] = set()
         if heartbeat_timeout is not None:
             ids.update(state.stalled_ids(now, heartbeat_timeout))

@@ -59,7 +59,7 @@ from cubequeue.storage.cachestore_info import queue_info_rows
 from cubequeue.storage.clock import AdjustableClock, Clock
 from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.queue import QueueState, item_record
+from cubequeue.storage.queue import QueueState, item_record, prefix_record
 from cubequeue.storage.queue_commands import QueueCommands
 from cubequeue.storage.queue_item import path_prefix
 from cubequeue.storage.queue_log import Departure
@@ -262,22 +262,30 @@ class Store:
         results: Iterable[Sequence[object]],
         cache: Iterable[Sequence[object]],
         next_id: int,
+        prefixes: Iterable[Sequence[object]] = (),
     ) -> None:
-        """Recovery: rebuild every index from rows in the state records' field order
-        (ITEM_PUT, RESULT_PUT, CACHE_PUT fields after the kind; validated on load)."""
+        """Recovery: rebuild every index from the state records themselves (ITEM_PUT,
+        RESULT_PUT, CACHE_PUT and PREFIX, kind first; validated on load). A PREFIX whose
+        prefix holds no row any more is dropped, as the live store forgets an empty one."""
         queue = self._queue
         queue.restore_rows(items)
         for row in results:
-            id_, path, value, expire, external_id, deleted = row
+            _, id_, path, value, expire, external_id, deleted = row
             result = Result(
                 id=id_, path=path, prefix=path_prefix(path), value=value,  # type: ignore[arg-type]  # validated record fields
                 expire=expire, external_id=external_id,  # type: ignore[arg-type]  # validated record fields
             )
             result.deleted = bool(deleted)
             queue.add_result(result)
-        for row_id, path, value, expire in cache:
+        for _, row_id, path, value, expire in cache:
             self._cache.restore(row_id, path, value, expire)  # type: ignore[arg-type]  # validated record fields
         self._cache.sort_prefix_index()
+        for _, prefix, concurrency, heartbeat_timeout, orphaned_timeout in prefixes:
+            state = queue.prefixes.get(prefix)  # type: ignore[arg-type]  # validated str
+            if state is not None:
+                state.last_concurrency = concurrency  # type: ignore[assignment]  # validated int
+                state.last_to_cancel = (None if heartbeat_timeout is None else  # type: ignore[assignment]  # validated ints
+                                        (heartbeat_timeout, orphaned_timeout))
         queue.reserve_ids(next_id)
 
     def snapshot_slices(self, size: int) -> Iterator[list[tuple[object, ...]]]:
@@ -287,7 +295,10 @@ class Store:
         queue, cache = self._queue, self._cache
         item_ids, result_ids, paths = queue.item_ids(), queue.results.ids(), cache.lru_paths()
         next_cache_id = cache.next_id
-        out: list[tuple[object, ...]] = []
+        # what prefixes remember is small (one record per prefix): taken at the call
+        out: list[tuple[object, ...]] = [
+            prefix_record(state) for state in queue.prefixes
+            if state.last_concurrency is not None or state.last_to_cancel is not None]
         for id_ in item_ids:
             item = queue.by_id(id_)
             if item is not None:

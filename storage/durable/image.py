@@ -1,8 +1,10 @@
 """The durable state as plain rows: what recovery replays records into.
 
-An :class:`Image` is the store's persistent state without its indexes: items, results and
-cache entries by key, the id reservation and the newest timestamp seen. Rows are the
-records' own field tuples (no copy per item). Applying a record is idempotent (records are states), and :meth:`Image.records` lists the state back as
+An :class:`Image` is the store's persistent state without its indexes: items, results,
+cache entries and remembered prefix fields by key, the id reservation and the newest
+timestamp seen. Each row is the validated record itself, kind first: no copy per item (a
+slice of each ITEM_PUT cost a tenth of a recovery at 10^6 items). Applying a record is
+idempotent (records are states), and :meth:`Image.records` lists the state back as
 records, so ``image == replay(image.records())``; recovery builds the live store from an
 image in one pass (the indexes are rebuilt there, not replayed).
 """
@@ -19,21 +21,23 @@ from cubequeue.storage.queue_item import path_prefix
 __all__ = ["Image"]
 
 
-#: the fields of one stored row, after its record's kind
+#: one stored row: its latest state record, kind first
 Row = tuple[object, ...]
 
 
 class Image:
-    __slots__ = ("cache", "clock_offset", "items", "max_ts", "reserved", "results")
+    __slots__ = ("cache", "clock_offset", "items", "max_ts", "prefixes", "reserved", "results")
 
     def __init__(self) -> None:
-        #: id → ITEM_PUT fields after the kind (a tuple: one allocation per item, the
-        #: slice itself; ITEM_SET, rarer, builds a new one)
+        #: id → its ITEM_PUT record (the decoded tuple itself; ITEM_SET, rarer, builds a
+        #: new one)
         self.items: dict[int, Row] = {}
-        #: id → RESULT_PUT fields after the kind
+        #: id → its RESULT_PUT record
         self.results: dict[int, Row] = {}
-        #: path → CACHE_PUT fields after the kind, least recently written first
+        #: path → its CACHE_PUT record, least recently written first
         self.cache: dict[str, Row] = {}
+        #: prefix → its PREFIX record (only prefixes that remember something)
+        self.prefixes: dict[str, Row] = {}
         #: the highest ID_RESERVE seen: no queue id at or above it was handed out
         self.reserved = 1
         #: the newest timestamp in the data (expiry at load uses max(wall clock, this))
@@ -43,11 +47,12 @@ class Image:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Image):
             return NotImplemented
-        return (self.items, self.results, list(self.cache.items())) == (
-            other.items, other.results, list(other.cache.items()))
+        return (self.items, self.results, list(self.cache.items()), self.prefixes) == (
+            other.items, other.results, list(other.cache.items()), other.prefixes)
 
     def __repr__(self) -> str:
-        return f"Image(items={self.items}, results={self.results}, cache={self.cache})"
+        return (f"Image(items={self.items}, results={self.results}, cache={self.cache}, "
+                f"prefixes={self.prefixes})")
 
     @property
     def next_id(self) -> int:
@@ -57,7 +62,7 @@ class Image:
 
     @property
     def next_cache_id(self) -> int:
-        return 1 + max((cast(int, row[0]) for row in self.cache.values()), default=0)
+        return 1 + max((cast(int, row[1]) for row in self.cache.values()), default=0)
 
     # Field reads below rely on validate() having checked each record's types, so they
     # are typed with ignores rather than cast(): cast is a call, three per item at 10^6.
@@ -65,7 +70,7 @@ class Image:
     def apply(self, rec: Record) -> None:
         kind = rec[0]
         if kind == r.ITEM_PUT:
-            self.items[rec[1]] = rec[1:]  # type: ignore[index]  # validated int id
+            self.items[rec[1]] = rec  # type: ignore[index]  # validated int id
             if rec[5] > self.max_ts:  # type: ignore[operator]  # validated int
                 self.max_ts = rec[5]  # type: ignore[assignment]  # validated int
             if rec[12] is not None or rec[13] is not None:
@@ -73,28 +78,34 @@ class Image:
         elif kind == r.ITEM_SET:
             item = self.items.get(rec[1])  # type: ignore[call-overload]  # validated int
             if item is not None:
-                self.items[item[0]] = (*item[:10], rec[4], rec[3], rec[2])
+                self.items[item[1]] = (*item[:11], rec[4], rec[3], rec[2])
             self._seen(rec[2], rec[3])
         elif kind == r.ITEM_DEL:
             self.items.pop(rec[1], None)  # type: ignore[call-overload]  # validated int
         elif kind == r.RESULT_PUT:
-            self.results[rec[1]] = rec[1:]  # type: ignore[index]  # validated int
+            self.results[rec[1]] = rec  # type: ignore[index]  # validated int
         elif kind == r.RESULT_FLAG:
             result = self.results.get(rec[1])  # type: ignore[call-overload]  # validated int
             if result is not None:
-                self.results[result[0]] = (*result[:5], True)
+                self.results[result[1]] = (*result[:6], True)
         elif kind == r.RESULT_DEL:
             self.results.pop(rec[1], None)  # type: ignore[call-overload]  # validated int
         elif kind == r.CACHE_PUT:
             path = cast(str, rec[2])
             self.cache.pop(path, None)
-            self.cache[path] = rec[1:]
+            self.cache[path] = rec
         elif kind == r.CACHE_DEL:
             self.cache.pop(cast(str, rec[1]), None)
+        elif kind == r.PREFIX:
+            if rec[2] is None and rec[3] is None and rec[4] is None:
+                self.prefixes.pop(cast(str, rec[1]), None)  # forgotten
+            else:
+                self.prefixes[cast(str, rec[1])] = rec
         elif kind == r.TRUNCATE:
             if rec[1] == "queue":
                 self.items.clear()
                 self.results.clear()
+                self.prefixes.clear()
             else:
                 self.cache.clear()
         elif kind == r.PURGE:
@@ -112,14 +123,14 @@ class Image:
         if table == "queue":
             items = self.items
             gone = [id_ for id_, item in items.items()
-                    if id_ < bound and path_prefix(cast(str, item[1])) == prefix
-                    and (status is None or (item[12] is None) == (status == "pending"))]
+                    if id_ < bound and path_prefix(cast(str, item[2])) == prefix
+                    and (status is None or (item[13] is None) == (status == "pending"))]
             for id_ in gone:
                 del items[id_]
         else:
             cache = self.cache
             for path in [p for p, row in cache.items()
-                         if cast(int, row[0]) < bound and path_prefix(p) == prefix]:
+                         if cast(int, row[1]) < bound and path_prefix(p) == prefix]:
                 del cache[path]
 
     def _seen(self, *stamps: object) -> None:
@@ -130,9 +141,9 @@ class Image:
     def expire(self, now: int) -> int:
         """Drop what has expired by ``now`` with the live store's rules (items at
         ``expire <= now``, results once ``expire < now``, cache at ``expire <= now``)."""
-        items = [k for k, v in self.items.items() if v[6] <= now]  # type: ignore[operator]  # validated int
-        results = [k for k, v in self.results.items() if v[3] < now]  # type: ignore[operator]  # validated int
-        cache = [k for k, v in self.cache.items() if v[3] is not None and v[3] <= now]  # type: ignore[operator]  # validated int
+        items = [k for k, v in self.items.items() if v[7] <= now]  # type: ignore[operator]  # validated int
+        results = [k for k, v in self.results.items() if v[4] < now]  # type: ignore[operator]  # validated int
+        cache = [k for k, v in self.cache.items() if v[4] is not None and v[4] <= now]  # type: ignore[operator]  # validated int
         for id_ in items:
             del self.items[id_]
         for id_ in results:
@@ -145,9 +156,7 @@ class Image:
         """The state as records, in an order that replays to it."""
         yield (r.CLOCK, self.max_ts, self.clock_offset)
         yield (r.ID_RESERVE, self.next_id)
-        for item in self.items.values():
-            yield (r.ITEM_PUT, *item)
-        for result in self.results.values():
-            yield (r.RESULT_PUT, *result)
-        for entry in self.cache.values():
-            yield (r.CACHE_PUT, *entry)
+        yield from self.prefixes.values()
+        yield from self.items.values()
+        yield from self.results.values()
+        yield from self.cache.values()

@@ -101,7 +101,7 @@ async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Polic
                                           last.bytes_total, time.perf_counter() - started))
         await asyncio.sleep(0)  # let a console poll see that before the loop is busy
         store.restore(image.items.values(), image.results.values(), image.cache.values(),
-                      image.next_id)
+                      image.next_id, image.prefixes.values())
     finally:
         if collecting:
             gc.enable()

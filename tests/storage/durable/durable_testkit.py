@@ -54,6 +54,10 @@ records = st.one_of(
     st.tuples(st.just(r.PURGE), st.just("queue"), st.sampled_from(["q", "", "q:x"]),
               st.sampled_from([None, "pending", "active"]), ids),
     st.tuples(st.just(r.PURGE), st.just("cache"), st.sampled_from(["c", ""]), st.none(), ids),
+    st.tuples(st.just(r.PREFIX), st.sampled_from(["q", "", "q:x"]), st.none() | ids,
+              st.none(), st.none()),  # all null: the prefix was forgotten
+    st.tuples(st.just(r.PREFIX), st.sampled_from(["q", "", "q:x"]), st.none() | ids,
+              st.integers(0, 10**6), st.none() | st.integers(0, 10**6)),
 )
 frame_lists = st.lists(st.lists(records, min_size=1, max_size=5), min_size=1, max_size=8)
 

@@ -69,6 +69,10 @@ def test_surrogates_and_unicode_survive():
         ([r.PURGE, "cache", "c", "pending", 5], "purge status"),
         ([r.PURGE, "queue", "q", None, 0], "purge bound must be an integer"),
         ([r.PURGE, "queue", b"q", None, 3], "purge prefix must be text"),
+        ([r.PREFIX, "q", None, None, 5], "orphaned timeout without a heartbeat timeout"),
+        ([r.PREFIX, "q", "2", None, None], "last concurrency must be an integer"),
+        ([r.PREFIX, 7, 2, None, None], "prefix must be text"),
+        ([r.PREFIX, "q", 2, 1], "prefix has 3 fields, not 4"),
     ],
 )
 def test_invalid_records_name_their_reason(raw, reason):

@@ -37,19 +37,27 @@ async def _run(durable, sql: str):
     return out.rows
 
 
-def _state(durable) -> tuple[dict, dict, dict]:
-    """The store's persistent state, by key (the snapshot's own records)."""
+def _state(durable) -> tuple[dict, dict, dict, dict]:
+    """The store's persistent state, by key (the snapshot's own records), with what each
+    prefix remembers as system.queue_prefixes shows it."""
     image = Image()
     for part in durable.store.snapshot_slices(1000):
         for rec in part:
             image.apply(rec)
-    return image.items, image.results, dict(image.cache)
+    shown = durable.store.system_table("queue_prefixes")
+    remembered = {row[0]: row[6:] for row in shown.rows}
+    return image.items, image.results, dict(image.cache), remembered
 
 
 PREFIXES = ("q", "r", "q:s")
 ops = st.lists(st.one_of(
     st.tuples(st.just("add"), st.sampled_from(PREFIXES), st.integers(1, 6)),
     st.tuples(st.just("retrieve"), st.sampled_from(PREFIXES), st.integers(1, 3)),
+    st.tuples(st.just("concurrency"), st.sampled_from(PREFIXES), st.integers(1, 3)),
+    st.tuples(st.just("to_cancel"), st.sampled_from(PREFIXES),
+              st.sampled_from(["TO_CANCEL 1000 2000", "TO_CANCEL 3000 4000", "STALLED 500",
+                               "ORPHANED 700"])),
+    st.tuples(st.just("cancel"), st.sampled_from(PREFIXES), st.integers(0, 5)),
     st.tuples(st.just("ack"), st.sampled_from(PREFIXES), st.integers(0, 5)),
     st.tuples(st.just("purge"), st.sampled_from(PREFIXES),
               st.sampled_from(["", " PENDING", " ACTIVE"])),
@@ -68,6 +76,14 @@ async def _apply(durable, op: tuple[str, str, object], n: int) -> None:
     elif kind == "retrieve":
         for i in range(int(count)):  # type: ignore[call-overload]
             await _run(durable, f"QUEUE RETRIEVE CONCURRENCY 100 '{arg}:k{n}-{i}'")
+    elif kind == "concurrency":  # a RETRIEVE that claims nothing still records it
+        await _run(durable, f"QUEUE RETRIEVE CONCURRENCY {count} '{arg}:none'")
+    elif kind == "to_cancel":
+        await _run(durable, f"QUEUE {count} '{arg}'")
+    elif kind == "cancel":
+        rows = await _run(durable, f"QUEUE LIST '{arg}'")
+        for row in rows[: int(count)]:  # type: ignore[call-overload]
+            await _run(durable, f"QUEUE CANCEL {row[1]}")
     elif kind == "ack":
         rows = await _run(durable, f"QUEUE ACTIVE '{arg}'")
         for row in rows[: int(count)]:  # type: ignore[call-overload]
