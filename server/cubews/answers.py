@@ -148,6 +148,13 @@ _CELL: Final = struct.Struct("<iII")
 _TAILS: Final = tuple(b"\x00" * (1 + pad) for pad in range(4))
 #: its vtable and its soffset, as one part (parts are reversed once at the end)
 _ONE_FIELD_VTABLE: Final = struct.pack("<3H", 6, 8, 4) + _I32.pack(6)
+#: ``HttpMessage`` with all four fields, buffer order: the root offset, the vtable (its
+#: size, the object's, message_id 8, command_type 7, command 12, connection_id 16), the
+#: soffset, three pad bytes and command_type, message_id, the command and connection_id
+#: offsets; then the connection id's length (its text, NUL and padding follow)
+_MESSAGE_HEAD: Final = struct.Struct("<I6Hi3xBIIII")
+#: ``HttpResultSet``'s vtable (columns 4, rows 8), soffset and two offsets
+_RESULT_SET_TABLE: Final = struct.Struct("<4HiII")
 
 
 class ResultSetWriter:
@@ -250,10 +257,55 @@ class ResultSetWriter:
 
     def finish(self, message_id: int, connection_id: str | None) -> bytes:
         """The frame (the writer is spent)."""
+        return b"".join(self.finish_parts(message_id, connection_id))
+
+    def finish_parts(self, message_id: int, connection_id: str | None) -> list[bytes]:
+        """The frame as parts in buffer order (their join is :meth:`finish`'s bytes)."""
         out = self._out
+        if message_id and connection_id is not None and not out.size & 3:
+            parts = out.parts
+            parts.append(self._tail(message_id, connection_id, self.rows_vector()))
+            parts.reverse()
+            return parts
         rows_vec = out.offsets(self._rows)
         table = out.table((self._columns_vec, rows_vec))
-        return out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)
+        return [out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)]
+
+    def rows_vector(self, start: int = 0, stop: int | None = None) -> bytes:
+        """Entries ``start:stop`` of the rows' offset vector (its length first when
+        ``start`` is 0), as :meth:`_Back.offsets` writes it at the current end: a huge
+        listing's vector is so built a slice at a time (``finish_parts`` takes
+        ``rows_vector(0, 0)`` and the slices' join as the whole vector)."""
+        rows = self._rows
+        n = len(rows)
+        stop = n if stop is None else min(stop, n)
+        base = self._out.size + 4 * n
+        values = [base - 4 * i - rows[i] for i in range(start, stop)]
+        if start:
+            return struct.pack(f"<{len(values)}I", *values)
+        return _vector(len(values)).pack(n, *values) if len(values) <= _MAX_CACHED_VECTOR \
+            else struct.pack(f"<{len(values) + 1}I", n, *values)
+
+    def _tail(self, message_id: int, connection_id: str, vector: bytes) -> bytes:
+        """Everything written after the rows, for the common answer (a message id and a
+        connection id, the rows ending 4-aligned): the rows' vector, the result set's
+        table and vtable, the connection id, the ``HttpMessage`` table, vtable and root,
+        in buffer order. These are ``finish_message``'s steps with their offsets
+        worked out once: every one but the ids follows from where the rows end."""
+        out = self._out
+        n = len(self._rows)
+        end = out.size + 4 * n + 4  # the rows' vector written
+        data = connection_id.encode("utf-8")
+        m = len(data)
+        pad = -(end + 21 + m) & 3
+        conn = end + 25 + pad + m  # the connection id's offset
+        return b"".join((
+            _MESSAGE_HEAD.pack(16, 12, 20, 8, 7, 12, 16, 12, _HTTP_RESULT_SET, message_id,
+                               conn - end - 4, 4, m),
+            data, _TAILS[pad],
+            _RESULT_SET_TABLE.pack(8, 12, 4, 8, 8, end + 8 - self._columns_vec, 4),
+            vector,
+        ))
 
 
 def _vector(n: int) -> struct.Struct:
