@@ -259,23 +259,30 @@ class ResultSetWriter:
         """The frame (the writer is spent)."""
         return b"".join(self.finish_parts(message_id, connection_id))
 
-    def finish_parts(self, message_id: int, connection_id: str | None) -> list[bytes]:
-        """The frame as parts in buffer order (their join is :meth:`finish`'s bytes)."""
+    def sliceable(self, message_id: int, connection_id: str | None) -> bool:
+        """Whether :meth:`finish_parts` takes a vector built by :meth:`rows_vector` in
+        slices: the common answer (a message id, a connection id, rows ending 4-aligned)."""
+        return bool(message_id) and connection_id is not None and not self._out.size & 3
+
+    def finish_parts(self, message_id: int, connection_id: str | None,
+                     vector: list[bytes] | None = None) -> list[bytes]:  # fmt: skip
+        """The frame as parts in buffer order (their join is :meth:`finish`'s bytes);
+        ``vector``, when :meth:`sliceable`, is the rows' vector in slices."""
         out = self._out
-        if message_id and connection_id is not None and not out.size & 3:
+        if self.sliceable(message_id, connection_id):
+            assert connection_id is not None
             parts = out.parts
-            parts.append(self._tail(message_id, connection_id, self.rows_vector()))
             parts.reverse()
-            return parts
+            head = self._tail(message_id, connection_id)
+            return [head, *(vector if vector is not None else [self.rows_vector()]), *parts]
         rows_vec = out.offsets(self._rows)
         table = out.table((self._columns_vec, rows_vec))
         return [out.finish_message(message_id, connection_id, _HTTP_RESULT_SET, table)]
 
     def rows_vector(self, start: int = 0, stop: int | None = None) -> bytes:
         """Entries ``start:stop`` of the rows' offset vector (its length first when
-        ``start`` is 0), as :meth:`_Back.offsets` writes it at the current end: a huge
-        listing's vector is so built a slice at a time (``finish_parts`` takes
-        ``rows_vector(0, 0)`` and the slices' join as the whole vector)."""
+        ``start`` is 0), as :meth:`_Back.offsets` writes it after the rows: a huge
+        listing's vector is so built a slice per event-loop turn."""
         rows = self._rows
         n = len(rows)
         stop = n if stop is None else min(stop, n)
@@ -283,29 +290,24 @@ class ResultSetWriter:
         values = [base - 4 * i - rows[i] for i in range(start, stop)]
         if start:
             return struct.pack(f"<{len(values)}I", *values)
-        return _vector(len(values)).pack(n, *values) if len(values) <= _MAX_CACHED_VECTOR \
-            else struct.pack(f"<{len(values) + 1}I", n, *values)
+        if len(values) <= _MAX_CACHED_VECTOR:
+            return _vector(len(values)).pack(n, *values)
+        return struct.pack(f"<{len(values) + 1}I", n, *values)
 
-    def _tail(self, message_id: int, connection_id: str, vector: bytes) -> bytes:
-        """Everything written after the rows, for the common answer (a message id and a
-        connection id, the rows ending 4-aligned): the rows' vector, the result set's
-        table and vtable, the connection id, the ``HttpMessage`` table, vtable and root,
-        in buffer order. These are ``finish_message``'s steps with their offsets
-        worked out once: every one but the ids follows from where the rows end."""
-        out = self._out
-        n = len(self._rows)
-        end = out.size + 4 * n + 4  # the rows' vector written
+    def _tail(self, message_id: int, connection_id: str) -> bytes:
+        """What the common answer writes after the rows' vector, in buffer order: the
+        ``HttpMessage`` root, vtable and table, the connection id, the result set's
+        vtable and table. These are ``finish_message``'s steps with their offsets worked
+        out once: every one but the ids follows from where the rows end."""
+        end = self._out.size + 4 * len(self._rows) + 4  # the rows' vector written
         data = connection_id.encode("utf-8")
         m = len(data)
         pad = -(end + 21 + m) & 3
         conn = end + 25 + pad + m  # the connection id's offset
-        return b"".join((
-            _MESSAGE_HEAD.pack(16, 12, 20, 8, 7, 12, 16, 12, _HTTP_RESULT_SET, message_id,
-                               conn - end - 4, 4, m),
-            data, _TAILS[pad],
-            _RESULT_SET_TABLE.pack(8, 12, 4, 8, 8, end + 8 - self._columns_vec, 4),
-            vector,
-        ))
+        message = _MESSAGE_HEAD.pack(16, 12, 20, 8, 7, 12, 16, 12, _HTTP_RESULT_SET,
+                                     message_id, conn - end - 4, 4, m)  # fmt: skip
+        table = _RESULT_SET_TABLE.pack(8, 12, 4, 8, 8, end + 8 - self._columns_vec, 4)
+        return message + data + _TAILS[pad] + table
 
 
 def _vector(n: int) -> struct.Struct:

@@ -35,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Generic, TypeVar
 
+from cubequeue.server.cubews.frame_sink import Frame
+
 __all__ = ["JOINED", "RUN", "Cached", "DedupTable", "Key", "Refused"]
 
 S = TypeVar("S")
@@ -60,7 +62,7 @@ JOINED: Final = _Outcome("JOINED")
 
 @dataclass(frozen=True, slots=True)
 class Cached:
-    answer: bytes
+    answer: Frame
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class Refused:
 @dataclass(slots=True)
 class _Entry(Generic[S]):
     subscribers: list[S] = field(default_factory=list)
-    answer: bytes | None = None
+    answer: Frame | None = None
     done_at: float = 0.0
     #: the marker of an answer that was sent but not kept (the limit it broke)
     dropped: str | None = None
@@ -141,7 +143,7 @@ class DedupTable(Generic[S]):
             return JOINED
         return Cached(entry.answer)
 
-    def complete(self, key: Key, answer: bytes) -> list[S]:
+    def complete(self, key: Key, answer: Frame) -> list[S]:
         """Store the answer (or, past a byte limit, its marker); returns every socket
         waiting for it (first arrival first), which all get the answer either way."""
         entry = self._entries.get(key)

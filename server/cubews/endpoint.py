@@ -38,7 +38,7 @@ from websockets.frames import CloseCode
 
 from cubequeue.grammar.errors import QueueError
 from cubequeue.server.cubews.dedup import DedupTable, Key
-from cubequeue.server.cubews.frame_sink import FrameSink
+from cubequeue.server.cubews.frame_sink import Frame, FrameParts, FrameSink
 from cubequeue.server.cubews.lane import Lane
 from cubequeue.server.cubews.session import (
     Await,
@@ -48,6 +48,7 @@ from cubequeue.server.cubews.session import (
     WsSession,
     oversize_request_error,
 )
+from cubequeue.server.row_sink import StreamedRows
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -231,15 +232,28 @@ class _Socket:
         for task in list(self._private) + (list(self._shared) if cancel_all else []):
             task.cancel()
 
-    def deliver(self, data: bytes, key: Key | None) -> bool:
-        """Send one answer; False when the socket is gone (the answer stays cached)."""
+    def deliver(self, data: Frame, key: Key | None) -> bool:
+        """Send one answer; False when the socket is gone (the answer stays cached).
+        A huge one goes out a fragment per turn; it is confirmed once all written."""
+        if isinstance(data, FrameParts):
+            if not self.lane.open:
+                return False
+            self._spawn(self._send_parts(data, key), self._private)
+            return True
         if not self.lane.send(data):
             return False
         if key is not None:
-            self._unconfirmed.append(key)
-            if not self._wake.is_set():
-                self._wake.set()
+            self._confirm(key)
         return True
+
+    def _confirm(self, key: Key) -> None:
+        self._unconfirmed.append(key)
+        if not self._wake.is_set():
+            self._wake.set()
+
+    async def _send_parts(self, data: FrameParts, key: Key | None) -> None:
+        if await self.lane.send_parts(data) and key is not None:
+            self._confirm(key)
 
     async def _confirm_forever(self) -> None:
         dedup = self.endpoint.dedup
@@ -271,10 +285,14 @@ class _Socket:
         try:
             timeout_ms = self.session.plain.statement_timeout_ms
             result = await self.endpoint.ctx.executor.complete(event.wait, timeout_ms, sink)
+            frame = None
+            if isinstance(result, StreamedRows) and sink.begun:
+                ticket = event.ticket
+                frame = await sink.seal(ticket.message_id, ticket.connection_id)
         except asyncio.CancelledError:
             self.session.abandon(event.ticket)
             raise
         except Exception as exc:
             self._perform(self.session.settle(event.ticket, error=exc))
             return
-        self._perform(self.session.settle(event.ticket, result, sink=sink))
+        self._perform(self.session.settle(event.ticket, result, sink=sink, frame=frame))

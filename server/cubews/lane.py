@@ -24,8 +24,15 @@ sans-I/O ``ServerProtocol`` (websockets' supported sans-I/O API) itself:
   transport's write buffer is over its high-water mark, reading pauses: a client that
   does not read its answers stops being read.
 
-Sans-I/O in spirit: no socket calls other than the transport's ``write``; no asyncio
-import beyond the ``Protocol`` base class.
+A huge answer (:class:`~.frame_sink.FrameParts`, a listing of a million rows) is sent
+by :meth:`Lane.send_parts` as a fragmented message (RFC 6455 §5.4), a fragment of
+:data:`FRAGMENT_BYTES` per loop turn, waiting while the transport's buffer is over its
+high-water mark: written at once it was copied whole into the transport's buffer in one
+turn. Control frames (pings, pongs, close) may come between fragments; other answers of
+the socket are held until the message is out.
+
+Sans-I/O in spirit: no socket calls other than the transport's ``write``; asyncio only
+for the ``Protocol`` base class and the waits of :meth:`Lane.send_parts`.
 """
 
 from __future__ import annotations
@@ -47,7 +54,12 @@ except ImportError:  # pragma: no cover - the library built without its C helper
 if TYPE_CHECKING:
     from websockets.asyncio.server import ServerConnection
 
-__all__ = ["Lane"]
+    from cubequeue.server.cubews.frame_sink import FrameParts
+
+__all__ = ["FRAGMENT_BYTES", "Lane"]
+
+#: payload bytes per fragment of a huge answer (one fragment per loop turn)
+FRAGMENT_BYTES = 1 << 20
 
 _log = logging.getLogger("cubequeue.ws")
 
@@ -90,6 +102,12 @@ class Lane(asyncio.Protocol):
                                                                    "max_fragment_size")]
         #: the largest frame taken without the library's parser (its size limits)
         self._limit = min((n for n in limits if n is not None), default=_NO_LIMIT)
+        #: fragmented messages being sent or waiting to (other answers are held)
+        self._streams = 0
+        self._stream_lock = asyncio.Lock()
+        #: the transport's buffer is over its high-water mark; resolved when it drains
+        self._writable: asyncio.Future[None] | None = None
+        self.fragment_bytes = FRAGMENT_BYTES
 
     def attach(self) -> None:
         """Take over the transport; frames already parsed stay in the connection's queue
@@ -196,19 +214,28 @@ class Lane(asyncio.Protocol):
         self.conn.eof_received()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._wake_writer()
         self.conn.connection_lost(exc)
 
     def pause_writing(self) -> None:
         self.conn.pause_writing()
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
         if not self._held:
             self._held = True
             self.transport.pause_reading()
 
     def resume_writing(self) -> None:
         self.conn.resume_writing()
+        self._wake_writer()
         if self._held:
             self._held = False
             self.transport.resume_reading()
+
+    def _wake_writer(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # --- answers -----------------------------------------------------------------------
 
@@ -245,9 +272,75 @@ class Lane(asyncio.Protocol):
             self.flush()
         return True
 
+    async def send_parts(self, frame: FrameParts) -> bool:
+        """Send a huge answer as one fragmented message (see the module docstring);
+        False when the socket closed first (the client never got the whole message)."""
+        self._streams += 1
+        try:
+            async with self._stream_lock:
+                return await self._write_fragments(frame)
+        finally:
+            self._streams -= 1
+            if not self._streams:
+                self.flush()
+
+    async def _write_fragments(self, frame: FrameParts) -> bool:
+        protocol = self.protocol
+        transport = self.transport
+        if protocol.extensions or protocol.expect_continuation_frame:
+            return self.send(b"".join(frame.parts))  # the library frames it (rare)
+        step = self.fragment_bytes
+        left = frame.size
+        opcode = _BINARY.value
+        pieces: list[memoryview] = []
+        have = 0
+        for part in frame.parts:
+            view = memoryview(part)
+            at = 0
+            while at < len(view):
+                take = min(step - have, len(view) - at)
+                pieces.append(view[at : at + take])
+                have += take
+                at += take
+                if have < step and have < left:
+                    continue
+                if protocol.state is not _OPEN or transport.is_closing():
+                    return False
+                left -= have
+                head = opcode | (0x80 if not left else 0)
+                if have < 126:
+                    transport.write(bytes((head, have)))
+                elif have < 65536:
+                    transport.write(_HEAD16.pack(head, 126, have))
+                else:
+                    transport.write(_HEAD64.pack(head, 127, have))
+                transport.write(b"".join(pieces))
+                pieces = []
+                have = 0
+                opcode = Opcode.CONT.value
+                self._flush_control()
+                if self._writable is not None:
+                    await self._writable
+                else:
+                    await asyncio.sleep(0)
+        return not left
+
+    def _flush_control(self) -> None:
+        """Between two fragments, what the library queued (pongs, a close) goes out;
+        an end of stream it asks for waits behind the held answers."""
+        chunks = self.protocol.data_to_send()
+        if not chunks:
+            return
+        if all(chunks):
+            self.transport.write(b"".join(chunks))
+        else:
+            self._out += chunks
+
     def flush(self) -> None:
         """Write what is queued (this lane's frames, then the protocol's) in one write,
         then EOF if the protocol asks."""
+        if self._streams:
+            return  # a fragmented message is being sent: held until it is out
         chunks = self.protocol.data_to_send()
         if self._out:
             chunks = self._out + chunks

@@ -48,7 +48,7 @@ from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
 from cubequeue.server.cubews.execute import plain_params
-from cubequeue.server.cubews.frame_sink import FrameSink
+from cubequeue.server.cubews.frame_sink import Frame, FrameSink
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
 from cubequeue.server.cubews.params import ws_values
 from cubequeue.server.executor import Origin, WaitFor
@@ -83,7 +83,7 @@ def oversize_request_error(size: int, limit: int) -> str:
 @dataclass(frozen=True, slots=True)
 class Send(Generic[S]):
     to: S
-    frame: bytes
+    frame: Frame
     key: Key | None = None
 
 
@@ -230,12 +230,16 @@ class WsSession(Generic[S]):
         result: ResultSet | None = None,
         error: BaseException | None = None,
         sink: FrameSink | None = None,
+        frame: Frame | None = None,
     ) -> list[Event[S]]:
         """The outcome of an :class:`Await`: the answer, to every socket that wants it.
-        A :class:`StreamedRows` result's rows went to ``sink``, which finishes the frame."""
+        A :class:`StreamedRows` result's rows went to ``sink``, which finishes the frame
+        (or sealed it already: ``frame``)."""
         if ticket.blocking:
             self.waits -= 1
-        if error is not None:
+        if frame is not None:
+            pass
+        elif error is not None:
             frame = self._error(ticket.message_id, ticket.connection_id, error)
         elif isinstance(result, StreamedRows):
             assert sink is not None and sink.begun, "a streamed result comes with its sink"
@@ -254,7 +258,7 @@ class WsSession(Generic[S]):
 
     # --- plumbing -------------------------------------------------------------------------
 
-    def _deliver(self, key: Key | None, frame: bytes) -> list[Event[S]]:
+    def _deliver(self, key: Key | None, frame: Frame) -> list[Event[S]]:
         if key is None:
             return [Send(self.owner, frame)]
         return [Send(sock, frame, key) for sock in self.dedup.complete(key, frame)]

@@ -20,7 +20,7 @@ from cubequeue.grammar.commands import QueueAck, QueueAdd, QueueList, QueueRetri
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.server.cubews.codec import decode_message, encode_query, encode_result_set
 from cubequeue.server.cubews.dedup import DedupTable
-from cubequeue.server.cubews.frame_sink import FrameSink
+from cubequeue.server.cubews.frame_sink import FrameParts, FrameSink
 from cubequeue.server.cubews.messages import HttpResultSet
 from cubequeue.server.cubews.session import Await, Send, WsSession
 from cubequeue.server.executor import Executor
@@ -144,3 +144,29 @@ def test_the_answer_frame_decodes_to_the_rows_whatever_the_rows_per_turn() -> No
         tuple(c.name for c in columns),
         tuple((f"k{i}", str(i), "pending", None if i % 2 else '{"x":1}') for i in range(10)),
     )
+
+
+def test_a_sealed_huge_listing_is_the_frame_in_parts_with_its_vector_sliced() -> None:
+    columns = QueueList(prefix="q").result_columns()
+    rows: list[Row] = [(f"k{i}", i, "pending", None if i % 3 else '{"x":1}') for i in range(50)]
+    want = encode_result_set(9, "conn-1", ResultSet(columns, rows))
+    turns: list[int] = []
+
+    async def seal(sink: FrameSink, message_id: int, connection_id: str | None) -> object:
+        sink.begin(columns)
+        sink.write(rows)
+        task = asyncio.ensure_future(sink.seal(message_id, connection_id))
+        while not task.done():  # count the loop turns the seal takes
+            turns.append(1)
+            await asyncio.sleep(0)
+        return task.result()
+
+    frame = asyncio.run(seal(FrameSink(8, join_rows=10, vector_per_turn=7), 9, "conn-1"))
+    assert isinstance(frame, FrameParts)
+    assert b"".join(frame.parts) == want and frame.size == len(want) == len(frame)
+    assert len(turns) >= 50 // 8 + 50 // 7  # rows and vector slices each took a turn
+    # a small listing, or one without a connection id, is joined as before
+    small = asyncio.run(seal(FrameSink(8, join_rows=50), 9, "conn-1"))
+    assert small == want
+    plain = asyncio.run(seal(FrameSink(8, join_rows=10), 9, None))
+    assert plain == encode_result_set(9, None, ResultSet(columns, rows))
