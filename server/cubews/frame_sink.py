@@ -29,7 +29,7 @@ __all__ = ["JOIN_ROWS", "ROWS_PER_TURN", "VECTOR_PER_TURN", "Frame", "FrameParts
 #: rows encoded per event-loop turn
 ROWS_PER_TURN: Final = 256
 #: entries of the rows' offset vector built per event-loop turn
-VECTOR_PER_TURN: Final = 32_768
+VECTOR_PER_TURN: Final = 16_384
 #: a listing of at most this many rows is finished and joined in one turn
 JOIN_ROWS: Final = 2048
 
