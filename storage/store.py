@@ -324,6 +324,11 @@ class Store:
         if out:
             yield out
 
+    def id_counter(self) -> Callable[[], int]:
+        """A reader of :attr:`next_item_id` (the durable store checks its id reservation
+        twice per mutating step: one call instead of a property and a call)."""
+        return self._queue.peek_next_id
+
     @property
     def next_cache_id(self) -> int:
         """The row id the next new cache entry takes (a snapshot's trailer holds it)."""

@@ -47,7 +47,11 @@ class OsFiles:
         os.close(handle)
 
     def pwrite(self, handle: int, data: bytes, offset: int) -> None:
-        view = memoryview(data)
+        written = os.pwrite(handle, data, offset)
+        if written == len(data):  # the common case: one call, no view
+            return
+        view = memoryview(data)[written:]
+        offset += written
         while view:
             written = os.pwrite(handle, view, offset)
             view = view[written:]

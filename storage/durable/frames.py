@@ -67,7 +67,11 @@ ENCODING_MARSHAL = 1
 MARSHAL_VERSION = 4
 _ENCODINGS = frozenset({ENCODING_JSON, ENCODING_MARSHAL})
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+# bound once: encode_frame runs once per durable write step
 _marshal = marshal.dumps
+_crc32 = zlib.crc32
+_pack_tail = _TAIL.pack
+_pack_head = _HEAD.pack
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +104,13 @@ def encode_frame(first_lsn: int, records: Sequence[Record], *,
                  encoding: int = ENCODING_MARSHAL) -> bytes:
     """``records`` as one frame whose first record has ``first_lsn`` (JSON only for
     tests of the version-1 format)."""
-    if encoding == ENCODING_MARSHAL:
+    if encoding == ENCODING_MARSHAL:  # encode_payload inlined: every write step's path
         payload = _marshal(records if type(records) is list else list(records), MARSHAL_VERSION)
-    else:
-        payload = _dumps(records).encode("utf-8", "surrogatepass")
+        size = len(payload)
+        tail = _pack_tail(first_lsn, len(records), ENCODING_MARSHAL, 0)
+        return (_pack_head(size, _crc32(payload, _crc32(tail))) + tail + payload
+                + _PAD[:-size % ALIGN])
+    payload = _dumps(records).encode("utf-8", "surrogatepass")
     return encode_payload(first_lsn, len(records), payload, encoding)
 
 

@@ -98,6 +98,7 @@ class DurableLog:
         self._buffer_lsn = first_lsn
         #: the loop may write frames itself (not under ``always``, see the module doc)
         self._inline = policy != "always"
+        self._always = not self._inline
         #: writer-thread jobs queued that replace or close the segment (rotate, reopen,
         #: close): while any is, the loop leaves the segment to the thread
         self._exclusive_jobs = 0
@@ -137,7 +138,7 @@ class DurableLog:
 
     @property
     def released_lsn(self) -> int:
-        return self.durable_lsn if self.policy == "always" else self.written_lsn
+        return self.durable_lsn if self._always else self.written_lsn
 
     @property
     def segment(self) -> str:
@@ -164,32 +165,36 @@ class DurableLog:
         count = len(records)
         if (self._inline and not self._buffer and not self._in_flight
                 and not self._exclusive_jobs):
-            self._write_now(records, count)
+            # the loop's own write (the open frame is empty), inline: every write step
+            # of --fsync no|everysec runs this, so it is one call deep
+            first = self._next_lsn
+            self._next_lsn = self._buffer_lsn = last = first + count
+            frame = encode_frame(first, records)
+            writer = self._writer
+            try:
+                written = writer.append_if_fits(frame)
+            except OSError as err:
+                self._count(frame, count)
+                self._stop(f"log write to {writer.name} failed: {err}")
+                return
+            if not written:  # a rotation: the thread's job (it fsyncs)
+                self._send(frame, first, count, sync=False)
+                return
+            stats = self.stats  # _count inlined
+            size = len(frame)
+            stats.frames += 1
+            stats.records += count
+            stats.bytes += size
+            self.bytes_since_snapshot += size
+            self.written_lsn = last - 1
+            if self._waiters:
+                self._release()
             return
         self._buffer.extend(records)
         self._next_lsn += count
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
-
-    def _write_now(self, records: list[Record], count: int) -> None:
-        """One step's records written from the loop (the open frame is empty)."""
-        first = self._next_lsn
-        self._next_lsn = self._buffer_lsn = first + count
-        frame = encode_frame(first, records)
-        writer = self._writer
-        if not writer.fits(len(frame)):  # a rotation: the thread's job (it fsyncs)
-            self._send(frame, first, count, sync=False)
-            return
-        self._count(frame, count)
-        try:
-            writer.append_fitting(frame)
-        except OSError as err:
-            self._stop(f"log write to {writer.name} failed: {err}")
-            return
-        self.written_lsn = first + count - 1
-        if self._waiters:
-            self._release()
 
     def _count(self, frame: bytes, records: int) -> None:
         stats = self.stats

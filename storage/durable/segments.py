@@ -1,9 +1,9 @@
 """The log's files as the writer thread sees them: preallocated segments, in order.
 
-Runs on the writer thread, except :meth:`SegmentWriter.write` of a frame that
-:meth:`~SegmentWriter.fits`, which the loop calls itself under ``no`` and ``everysec``
-while no thread job replaces the segment (see :mod:`.log`). A segment is created zero-filled to ``segment_bytes``
-(so an ``fdatasync`` after overwriting it commits no file-size metadata), with the next one
+Runs on the writer thread, except :meth:`SegmentWriter.append_if_fits`, which the loop
+calls itself under ``no`` and ``everysec`` while no thread job replaces the segment (see
+:mod:`.log`). A segment is created zero-filled to ``segment_bytes`` (so an ``fdatasync``
+after overwriting it commits no file-size metadata), with the next one
 prepared ahead as ``next.tmp`` and renamed into place, with a directory fsync, when the
 current one is full (etcd's ``filePipeline``). A frame larger than a whole segment gets a
 segment of its own size.
@@ -97,15 +97,17 @@ class SegmentWriter:
             with contextlib.suppress(OSError):
                 self._files.unlink(f"{self._dir}/{_NEXT}")
 
-    def fits(self, size: int) -> bool:
-        """A frame of ``size`` bytes fits the open segment (no rotation)."""
-        return self._offset + size <= self._size
-
-    def append_fitting(self, frame: bytes) -> None:
-        """Append a frame that :meth:`fits` (the loop's write: no rotation)."""
-        self._files.pwrite(self._handle, frame, self._offset)
-        self._offset += len(frame)
+    def append_if_fits(self, frame: bytes) -> bool:
+        """Append a frame that fits the open segment (the loop's per-step write, one call);
+        False, with nothing written, when it needs a rotation (the thread's job)."""
+        offset = self._offset
+        end = offset + len(frame)
+        if end > self._size:
+            return False
+        self._files.pwrite(self._handle, frame, offset)
+        self._offset = end
         self.unsynced = True
+        return True
 
     def write(self, frame: bytes, first_lsn: int) -> bool:
         """Append one frame; True when it began a new segment."""

@@ -91,7 +91,15 @@ class DurableStore:
         self.settings = settings
         self._journal: list[Record] = []
         store.attach_journal(self._journal)
+        #: log bytes since the last snapshot from which a step checks the snapshot
+        #: threshold (at least --snapshot-min-log-bytes unless a disk cap is set)
+        self._snapshot_check_bytes = (
+            0 if settings.max_disk_bytes is not None else settings.snapshot_min_log_bytes)
         self._reserved = reserved
+        #: the queue's next id, read twice per mutating step (one call, not a property's two)
+        self._peek_id = store.id_counter()
+        #: the next id at which a new block is reserved (half of the current one used)
+        self._renew_at = reserved - RESERVE_IDS // 2
         self._reserve_lsn = 0
         self._durable_reserved = reserved
         self._max_ts = max_ts
@@ -134,7 +142,7 @@ class DurableStore:
         if kind in _MUTATING:
             if self.log.failed is not None or self.settings.max_disk_bytes is not None:
                 self._admit(kind)
-            if self.store.next_item_id + RESERVE_IDS // 2 >= self._reserved:
+            if self._peek_id() >= self._renew_at:
                 self._reserve()
         if kind in _SPECIAL:
             return self._special(cmd, process_id)
@@ -200,24 +208,30 @@ class DurableStore:
             log.extend(journal)
             journal.clear()
             self._changed = True
-            # the threshold is at least --snapshot-min-log-bytes unless a disk cap is set
-            settings = self.settings
-            if ((log.bytes_since_snapshot >= settings.snapshot_min_log_bytes
-                 or settings.max_disk_bytes is not None)
-                    and log.bytes_since_snapshot >= self._snapshot_threshold()):
-                self.snapshot_soon()
+            if log.bytes_since_snapshot >= self._snapshot_check_bytes:
+                self._maybe_snapshot()
+
+    def _maybe_snapshot(self) -> None:
+        """The log since the last snapshot may have reached the threshold."""
+        if self.log.bytes_since_snapshot >= self._snapshot_threshold():
+            self.snapshot_soon()
 
     def _reply(self, result: _R) -> _R | Awaitable[_R]:
         log = self.log
-        if self._journal:
+        journal = self._journal
+        if journal:  # _drain inlined: every write step runs this
             working = log.failed is None
-            self._drain()
+            log.extend(journal)
+            journal.clear()
+            self._changed = True
             if working and log.failed is not None:  # this step's own write failed
                 raise LogFailed(f"durable log stopped: {log.failed}; this command's effect "
                                 "may be lost")
-        lsn = log.last_lsn
-        if self.store.next_item_id > self._durable_reserved:
+            if log.bytes_since_snapshot >= self._snapshot_check_bytes:
+                self._maybe_snapshot()
+        if self._peek_id() > self._durable_reserved:
             return self._after_reserved(result)
+        lsn = log.last_lsn
         if lsn <= log.released_lsn or log.failed is not None:
             return result  # a stopped log: reads answer from memory (writes are refused)
         return self._after(lsn, result)
@@ -246,7 +260,8 @@ class DurableStore:
         return await self._after(self.log.last_lsn, result)
 
     def _reserve(self) -> None:
-        self._reserved = self.store.next_item_id + RESERVE_IDS
+        self._reserved = self._peek_id() + RESERVE_IDS
+        self._renew_at = self._reserved - RESERVE_IDS // 2
         self.log.append((ID_RESERVE, self._reserved), sync=True)
         self._reserve_lsn = self.log.last_lsn
         reserved, lsn = self._reserved, self._reserve_lsn
