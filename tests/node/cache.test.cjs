@@ -261,4 +261,24 @@ describe('Cube cache drivers on cubequeue (cacheAndQueueDriver: cubestore)', () 
     await advanceServerClock(driver, 3601 * 1000);
     assert.equal(await cacheDriver.get(cache.queryCacheKey(cacheKey)), null);
   }));
+
+  it('a listing larger than one WebSocket frame piece reaches the driver whole (a fragmented message)', { timeout: 120 * 1000 }, onServerFailure(async () => {
+    // over 2,048 rows and 1 MiB: the server streams the listing and sends it in pieces
+    const n = 2100;
+    const payload = (i) => JSON.stringify({ i, pad: 'x'.repeat(600) });
+    for (let start = 0; start < n; start += 100) {
+      const batch = [];
+      for (let i = start; i < Math.min(n, start + 100); i += 1) {
+        batch.push(driver.query('QUEUE ADD PRIORITY 0 ? ?', [`biglist:k${i}`, payload(i)]));
+      }
+      await Promise.all(batch);
+    }
+    const rows = await driver.query('QUEUE PENDING WITH_PAYLOAD "biglist"', []);
+    assert.equal(rows.length, n);
+    assert.deepEqual(rows.map((r) => r.id).sort(), Array.from({ length: n }, (_, i) => `k${i}`).sort());
+    for (const r of rows) {
+      assert.equal(r.payload, payload(Number(r.id.slice(1))));
+    }
+    await driver.query('QUEUE PURGE "biglist"', []);
+  }));
 });
