@@ -170,11 +170,23 @@ class PgProtocol(asyncio.Protocol):
         # its answers): handle the batch where it lies; only what is left when a step
         # starts waiting is queued and its bytes counted, since only queued messages
         # hold memory the reading pause has to bound.
-        for i, item in enumerate(decoded):
-            if not self._handle(item):
+        # The session runs the batch in one call (PgSession.handle_run) up to a wait, a
+        # close or a message of the listener's own (_SPECIAL, handled here one by one).
+        session = self.session
+        i, total = 0, len(decoded)
+        while i < total:
+            i, wait = session.handle_run(decoded, i, _SPECIAL)
+            if wait is not None:
+                self._start_wait(wait)
+            elif i < total and type(decoded[i]) in _SPECIAL:
+                if not self._handle(decoded[i]):
+                    return
+                i += 1
+            if session.state is SessionState.CLOSED:
+                self._close()
                 return
             if not self._free():
-                self._queue(decoded[i + 1 :])
+                self._queue(decoded[i:])
                 break
         self._pumped()
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Container, Generator, Sequence
 from datetime import UTC, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
@@ -267,6 +267,46 @@ class PgSession:
                 self.state = rule.next
             return None
         return self._advance(rule, run, None, None)
+
+    def handle_run(
+        self, msgs: Sequence[object], start: int, stop_at: Container[type]
+    ) -> tuple[int, WaitFor | None]:
+        """:meth:`handle` for ``msgs[start:]`` in order, in one call: a round trip's
+        Bind/Describe/Execute/Sync pays one dispatch loop instead of a call chain per
+        message. Stops after a message that has to wait (its wait is returned) or closes
+        the session, and before one whose type is in ``stop_at`` (the listener's own):
+        returns the index of the first message not handled, and the wait."""
+        assert self._suspended is None, "handle_run() while a wait is pending"
+        dispatch = _DISPATCH
+        closed = SessionState.CLOSED
+        i, end = start, len(msgs)
+        while i < end:
+            msg = msgs[i]
+            kind = type(msg)
+            if kind in stop_at:
+                return i, None
+            i += 1
+            state = self.state
+            if state is closed:
+                return i, None
+            step = dispatch.get((state, kind))
+            if step is None:
+                self._fatal(IllegalTransition(state, kind))
+                return i, None
+            rule, action = step
+            try:
+                run = action(self, msg)
+            except Exception as exc:
+                self._failed(rule, exc)
+                continue
+            if run is None:
+                if rule.next is not None:
+                    self.state = rule.next
+                continue
+            wait = self._advance(rule, run, None, None)
+            if wait is not None:
+                return i, wait
+        return i, None
 
     def resume(
         self, result: ResultSet | None = None, error: BaseException | None = None
