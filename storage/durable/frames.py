@@ -71,7 +71,9 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circu
 _marshal = marshal.dumps
 _crc32 = zlib.crc32
 _pack_tail = _TAIL.pack
-_pack_head = _HEAD.pack
+_pack_header = HEADER.pack
+#: the zero padding after a payload, by its length modulo 8
+_PADS = tuple(_PAD[: -size % ALIGN] for size in range(ALIGN))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,10 +108,10 @@ def encode_frame(first_lsn: int, records: Sequence[Record], *,
     tests of the version-1 format)."""
     if encoding == ENCODING_MARSHAL:  # encode_payload inlined: every write step's path
         payload = _marshal(records if type(records) is list else list(records), MARSHAL_VERSION)
-        size = len(payload)
-        tail = _pack_tail(first_lsn, len(records), ENCODING_MARSHAL, 0)
-        return (_pack_head(size, _crc32(payload, _crc32(tail))) + tail + payload
-                + _PAD[:-size % ALIGN])
+        size, count = len(payload), len(records)
+        crc = _crc32(payload, _crc32(_pack_tail(first_lsn, count, ENCODING_MARSHAL, 0)))
+        return (_pack_header(size, crc, first_lsn, count, ENCODING_MARSHAL, 0) + payload
+                + _PADS[size % ALIGN])
     payload = _dumps(records).encode("utf-8", "surrogatepass")
     return encode_payload(first_lsn, len(records), payload, encoding)
 

@@ -157,11 +157,12 @@ class DurableLog:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
-    def extend(self, records: list[Record]) -> None:
+    def extend(self, records: list[Record]) -> bool:
         """Add a step's records (see the module doc): written from the loop at once when
-        the policy and the writer thread allow it, else into the open frame."""
+        the policy and the writer thread allow it, else into the open frame. True when
+        they are written and released already (the reply need not wait)."""
         if self.failed is not None:
-            return  # the fresh snapshot that reopens the log captures this state
+            return False  # the fresh snapshot that reopens the log captures this state
         count = len(records)
         if (self._inline and not self._buffer and not self._in_flight
                 and not self._exclusive_jobs):
@@ -176,10 +177,10 @@ class DurableLog:
             except OSError as err:
                 self._count(frame, count)
                 self._stop(f"log write to {writer.name} failed: {err}")
-                return
+                return False
             if not written:  # a rotation: the thread's job (it fsyncs)
                 self._send(frame, first, count, sync=False)
-                return
+                return False
             stats = self.stats  # _count inlined
             size = len(frame)
             stats.frames += 1
@@ -189,12 +190,13 @@ class DurableLog:
             self.written_lsn = last - 1
             if self._waiters:
                 self._release()
-            return
+            return True
         self._buffer.extend(records)
         self._next_lsn += count
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
+        return False
 
     def _count(self, frame: bytes, records: int) -> None:
         stats = self.stats

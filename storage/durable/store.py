@@ -221,7 +221,7 @@ class DurableStore:
         journal = self._journal
         if journal:  # _drain inlined: every write step runs this
             working = log.failed is None
-            log.extend(journal)
+            released = log.extend(journal)
             journal.clear()
             self._changed = True
             if working and log.failed is not None:  # this step's own write failed
@@ -229,7 +229,11 @@ class DurableStore:
                                 "may be lost")
             if log.bytes_since_snapshot >= self._snapshot_check_bytes:
                 self._maybe_snapshot()
-        if self._peek_id() > self._durable_reserved:
+            if self._peek_id() > self._durable_reserved:
+                return self._after_reserved(result)
+            if released:  # written by the loop just now: nothing older is unreleased
+                return result
+        elif self._peek_id() > self._durable_reserved:
             return self._after_reserved(result)
         lsn = log.last_lsn
         if lsn <= log.released_lsn or log.failed is not None:
