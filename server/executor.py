@@ -82,6 +82,8 @@ _PARSE = "(parse)"
 #: texts costs one first-word read each, as before)
 _ROUTE_TEXT_MAX = 256
 _ROUTES_MAX = 4096
+#: how Cube's dialect texts begin: the first word is then the dialect's, whatever follows
+_DIALECT_HEADS = ("QUEUE ", "CACHE ", "SYS ")
 #: constant plain texts kept (Executor._constants): spellings of three statements
 _MAX_CONSTANTS = 64
 
@@ -288,6 +290,8 @@ class Executor:
         #: texts whose plain outcome is constant (``SELECT 1``) → it: answered without
         #: plain SQL, outside a failed block (there plain SQL refuses it with 25P02)
         self._constants: dict[str, PlainOutcome] = {}
+        #: the store ``has_deferred`` is read from (:meth:`_deferred_source`)
+        self._deferred_of: object | None = None
 
     # --- statement text ----------------------------------------------------------------
 
@@ -361,6 +365,8 @@ class Executor:
         (``SELECT 1``, ``BEGIN``, a prepared statement's text) recur on every round
         trip, so their route is kept (per executor, bounded): reading the first word
         costs more than the rest of a ``SELECT 1``'s routing."""
+        if sql.startswith(_DIALECT_HEADS):  # Cube's texts: no map (their keys are unique)
+            return ""
         route = self._routes.get(sql)
         if route is None:
             route = "" if is_dialect(sql) else _plain_command(sql)
@@ -434,12 +440,24 @@ class Executor:
             raise
         except Exception as exc:
             raise self._internal(cmd, started, exc, text, origin) from exc
-        if not self._draining and getattr(self.store, "has_deferred", False):
+        if not self._draining and getattr(self._deferred_source(), "has_deferred", False):
             self._drain_soon()
         if isinstance(result, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
             return result
         return WaitFor(cmd, process_id, result, started, text, origin)
+
+    def _deferred_source(self) -> object:
+        """What ``has_deferred`` is read from after each step: the store the server's
+        slot (server/stores.py) has attached, once it has one, since a read through the
+        slot's ``__getattr__`` fallback cost a few µs per statement."""
+        source = self._deferred_of
+        if source is None:
+            target = getattr(self.store, "target", None)
+            if target is None and hasattr(self.store, "target"):
+                return self.store  # a slot not attached yet: ask it, keep nothing
+            source = self._deferred_of = target if target is not None else self.store
+        return source
 
     def begin_blocking(
         self, wait: WaitFor, on_done: Callable[[BlockingWait], None], timeout_ms: int = 0

@@ -168,3 +168,38 @@ def test_a_failed_block_refuses_all_but_its_end_on_both_routes() -> None:
 def test_the_in_memory_path_makes_no_coroutine() -> None:
     executor, _store, _ = make("frame")
     assert not inspect.isawaitable(executor.run(parse("QUEUE LIST 'q'")))
+
+
+@dataclass
+class DeferredStore(FakeStore):
+    """A store that leaves bulk work after each step, ``left`` slices of it."""
+
+    left: int = 0
+
+    @property
+    def has_deferred(self) -> bool:
+        return self.left > 0
+
+    def run_deferred(self, budget: int | None = None) -> bool:
+        self.left -= 1
+        return self.left > 0
+
+
+def test_deferred_work_is_drained_through_a_slot_attached_after_the_executor() -> None:
+    """``has_deferred`` is read from the store the server's slot attaches, also when the
+    executor was built before the attach (as the server builds it)."""
+    from cubequeue.server.stores import StoreSlot
+
+    async def main() -> tuple[int, int]:
+        slot = StoreSlot("fake")
+        executor = Executor(slot)
+        store = DeferredStore()
+        slot.attach(store)
+        store.left = 3
+        executor.run(parse("QUEUE GET 'q:1'"))
+        before = store.left
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return before, store.left
+
+    assert asyncio.run(main()) == (3, 0)
