@@ -129,7 +129,7 @@ class DedupTable(Generic[S]):
         """Register an arrival; the caller runs the message only on :data:`RUN`."""
         entry = self._entries.get(key)
         if entry is None:
-            self._entries[key] = _Entry([subscriber], user=user)
+            self._entries[key] = _Entry([subscriber], None, 0.0, None, user)  # positional: hot
             return RUN
         if entry.user != user:
             return Refused(

@@ -35,6 +35,8 @@ _i32: Final = struct.Struct("<i").unpack_from
 _i64: Final = struct.Struct("<q").unpack_from
 _f64: Final = struct.Struct("<d").unpack_from
 _head: Final = struct.Struct("<HH").unpack_from
+_vt1: Final = struct.Struct("<HHH").unpack_from
+_vt2: Final = struct.Struct("<HHHH").unpack_from
 #: ``n`` vtable slots at once, for the widest table read here (HttpQuery: 5 fields)
 _slots: Final = [struct.Struct(f"<{n}H").unpack_from for n in range(6)]
 _HTTP_QUERY: Final = 1
@@ -74,6 +76,31 @@ def _fields(buf: bytes, size: int, pos: int, widths: tuple[int, ...]) -> list[in
     return out
 
 
+def _field1(buf: bytes, size: int, pos: int, width: int) -> int:
+    """:func:`_fields` for a table of one field (a parameter's value): the same checks
+    without the tuple, the list and the loop, since a statement's parameters are most of
+    the tables of its message."""
+    vtable = pos - _i32(buf, pos)[0]
+    if vtable < 0:
+        raise _Decline
+    vt_size, obj_size, offset = _vt1(buf, vtable) if vtable + 6 <= size else (0, 0, 0)
+    if (
+        vt_size < 4
+        or vt_size & 1
+        or vtable + vt_size > size
+        or obj_size < 4
+        or pos + obj_size > size
+    ):
+        raise _Decline
+    if vt_size < 6:
+        return 0
+    if not offset:
+        return 0
+    if offset + width > obj_size:
+        raise _Decline
+    return pos + offset
+
+
 def _string(buf: bytes, size: int, field: int) -> str | None:
     """The string an offset field points at (None when the field is absent)."""
     if not field:
@@ -90,30 +117,44 @@ def _string(buf: bytes, size: int, field: int) -> str | None:
 
 
 def _parameter(buf: bytes, size: int, pos: int) -> ParamValue:
-    tag_at, value_at = _fields(buf, size, pos, (1, 4))
-    tag = _u8(buf, tag_at)[0] if tag_at else 0
-    if not value_at:
+    # the Param table (value_type: u8, value: offset), as _fields reads it, inline
+    vtable = pos - _i32(buf, pos)[0]
+    if vtable < 0 or vtable + 8 > size:
+        raise _Decline  # (a vtable without the value slot has no value: declined too)
+    vt_size, obj_size, tag_off, value_off = _vt2(buf, vtable)
+    if (
+        vt_size < 8
+        or vt_size & 1
+        or vtable + vt_size > size
+        or obj_size < 4
+        or pos + obj_size > size
+        or not value_off
+        or value_off + 4 > obj_size
+        or (tag_off and tag_off + 1 > obj_size)
+    ):
         raise _Decline
+    tag = _u8(buf, pos + tag_off)[0] if tag_off else 0
+    value_at = pos + value_off
     value = value_at + _u32(buf, value_at)[0]
     if tag == _STRING:
-        text = _string(buf, size, _fields(buf, size, value, (4,))[0])
+        text = _string(buf, size, _field1(buf, size, value, 4))
         if text is None:
             raise _Decline
         return text
     if tag == _INT64:
-        at = _fields(buf, size, value, (8,))[0]
+        at = _field1(buf, size, value, 8)
         return _i64(buf, at)[0] if at else 0
     if tag == _NULL:
         _fields(buf, size, value, ())
         return None
     if tag == _BOOL:
-        at = _fields(buf, size, value, (1,))[0]
+        at = _field1(buf, size, value, 1)
         return bool(_u8(buf, at)[0]) if at else False
     if tag == _FLOAT64:
-        at = _fields(buf, size, value, (8,))[0]
+        at = _field1(buf, size, value, 8)
         return float(_f64(buf, at)[0]) if at else 0.0
     if tag == _BINARY:
-        at = _fields(buf, size, value, (4,))[0]
+        at = _field1(buf, size, value, 4)
         if not at:
             raise _Decline
         target = at + _u32(buf, at)[0]

@@ -43,13 +43,14 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from websockets.frames import CloseCode
 
+from cubequeue.grammar import is_dialect
 from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
 from cubequeue.server.cubews.execute import plain_params
 from cubequeue.server.cubews.frame_sink import Frame, FrameSink
-from cubequeue.server.cubews.messages import HttpMessage, HttpQuery
+from cubequeue.server.cubews.messages import HttpMessage, HttpQuery, ParamValue
 from cubequeue.server.cubews.params import ws_values
 from cubequeue.server.executor import Origin, WaitFor
 from cubequeue.server.row_sink import StreamedRows
@@ -69,6 +70,8 @@ S = TypeVar("S")
 
 _UNEXPECTED_COMMAND: Final = "unexpected command"
 _BINARY_ONLY: Final = "binary messages only"
+#: statement texts whose route a session remembers (cleared when full)
+_MAX_TEXTS: Final = 256
 
 
 def oversize_request_error(size: int, limit: int) -> str:
@@ -147,6 +150,8 @@ class WsSession(Generic[S]):
         self.max_blocking_message_bytes = max_blocking_message_bytes
         #: RESULT_BLOCKING waits of this socket not yet settled
         self.waits = 0
+        #: statement text -> whether it is the dialect's (plain SQL's values are text)
+        self._dialect: dict[str, bool] = {}
         #: who sends this socket's statements, for their log lines
         self.origin = Origin("ws", conn_id, peer, user)
         # the server's default first, as a postgresql.conf setting: SET and RESET work
@@ -263,16 +268,30 @@ class WsSession(Generic[S]):
             return [Send(self.owner, frame)]
         return [Send(sock, frame, key) for sock in self.dedup.complete(key, frame)]
 
+    def _plain_texts(self, text: str, values: Sequence[ParamValue] | None) -> list[str | None]:
+        """Plain SQL's ``?`` values as text; a dialect statement binds them typed and never
+        reads these, so they are not built for it (whether a text is dialect is kept per
+        text: Cube sends a dozen distinct ones)."""
+        if not values:
+            return []
+        dialect = self._dialect.get(text)
+        if dialect is None:
+            if len(self._dialect) >= _MAX_TEXTS:
+                self._dialect.clear()
+            dialect = self._dialect[text] = is_dialect(text)
+        return [] if dialect else plain_params(values)
+
     def _answer(self, message: HttpMessage, query: HttpQuery) -> bytes | WaitFor:
         values = query.parameters
+        text = query.query or ""
 
         def binder(params: tuple[Param, ...]) -> Sequence[object]:
             return ws_values(params, values)
 
         try:
             answer = self.executor.statement(
-                query.query or "", self.plain, self.process_id, binder,
-                plain_params(values), origin=self.origin,
+                text, self.plain, self.process_id, binder,
+                self._plain_texts(text, values), origin=self.origin,
             )
         except Exception as exc:
             return self._error(message.message_id, message.connection_id, exc)
