@@ -117,6 +117,15 @@ class Image:
             self._seen(rec[1])
             self.clock_offset = cast(int, rec[2])
 
+    def load_item_puts(self, records: list[Record]) -> None:
+        """Apply many pending ITEM_PUTs at once (:func:`~.records.plain_item_puts` said
+        so): as :meth:`apply` of each in order, with the dict and the newest timestamp
+        updated by C loops."""
+        self.items.update(zip([rec[1] for rec in records], records, strict=True))  # type: ignore[misc]  # validated int ids
+        newest = max(rec[5] for rec in records)  # type: ignore[type-var]  # validated ints
+        if newest > self.max_ts:  # type: ignore[operator]  # validated int
+            self.max_ts = newest  # type: ignore[assignment]  # validated int
+
     def _purge(self, table: str, prefix: str, status: str | None, bound: int) -> None:
         """Replay a PURGE: one pass over the table (the live statement detached the
         prefix in O(1); replaying it costs a scan, once per PURGE in the log)."""

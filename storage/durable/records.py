@@ -54,6 +54,7 @@ __all__ = [
     "TRUNCATE",
     "InvalidRecord",
     "Record",
+    "plain_item_puts",
     "validate",
 ]
 
@@ -169,6 +170,58 @@ def _item_put(r: Fields, limits: Limits) -> None:
                 and heartbeat is None and activated is None):
             return
     _item_put_checked(r, limits)
+
+
+_NONE = type(None)
+_INT = frozenset({int})
+_STR = frozenset({str})
+_OPT_INT = frozenset({int, _NONE})
+_OPT_STR = frozenset({str, _NONE})
+
+
+def _ints_in(column: tuple[object, ...], lo: int) -> bool:
+    return (set(map(type, column)) == _INT
+            and min(column) >= lo and max(column) <= _I64_MAX)  # type: ignore[type-var, operator]  # ints, checked above
+
+
+def _opt_ints_in(column: tuple[object, ...]) -> bool:
+    kinds = set(map(type, column))
+    if not kinds <= _OPT_INT:
+        return False
+    if int not in kinds:
+        return True
+    values = [v for v in column if v is not None]
+    return min(values) >= _I64_MIN and max(values) <= _I64_MAX  # type: ignore[type-var, operator]  # ints, checked above
+
+
+def _opt_texts_within(column: tuple[object, ...], chars: int) -> bool:
+    kinds = set(map(type, column))
+    if not kinds <= _OPT_STR:
+        return False
+    return str not in kinds or max(len(v) for v in column if v is not None) <= chars  # type: ignore[arg-type]  # str, checked above
+
+
+def plain_item_puts(values: list[object], limits: Limits) -> bool:
+    """Every value is an ITEM_PUT of the common shape :func:`_item_put` accepts in one
+    expression (a pending item within the short limits), checked a column at a time by
+    C loops (``zip``, ``map``, ``min``/``max``) instead of an expression per record: the
+    frames of a snapshot and of a burst of ADDs are all of this shape, and this check is
+    a third of their replay. False means "check record by record", never "invalid"."""
+    if set(map(type, values)) != {tuple} or set(map(len, values)) != {14}:  # type: ignore[arg-type]  # tuples, checked first
+        return False
+    (kinds, ids, paths, payloads, priorities, created, orphaned, expire, process_ids,
+     exclusive, external_ids, extras, heartbeats, activated) = zip(*values, strict=True)
+    short = limits.max_payload_bytes // 4
+    return (set(map(type, kinds)) == _INT and set(kinds) == {ITEM_PUT}
+            and _ints_in(ids, 1) and set(map(type, paths)) == _STR
+            and set(map(type, payloads)) == _STR and max(map(len, payloads)) <= short
+            and _ints_in(priorities, _I64_MIN) and _ints_in(created, _I64_MIN)
+            and _ints_in(expire, _I64_MIN) and _opt_ints_in(orphaned)
+            and _opt_texts_within(process_ids, MAX_PROCESS_ID_BYTES // 4)
+            and set(map(type, exclusive)) == {bool}
+            and _opt_texts_within(external_ids, MAX_EXTERNAL_ID_BYTES // 4)
+            and _opt_texts_within(extras, short)
+            and set(map(type, heartbeats)) == {_NONE} and set(map(type, activated)) == {_NONE})
 
 
 def _item_put_checked(r: Fields, limits: Limits) -> None:

@@ -225,8 +225,13 @@ class _Replay:
         hook, first = self.on_record, frame.first_lsn
         self.replayed += len(values)
         validate, apply, limits = r.validate, into.apply, self.limits
+        start = max(0, after + 1 - first)  # lsns after ``after``
+        if hook is None and start == 0 and r.plain_item_puts(values, limits):
+            into.load_item_puts(values)  # type: ignore[arg-type]  # validated: tuples
+            self.report.records += len(values)
+            return
         applied = 0
-        for i in range(max(0, after + 1 - first), len(values)):  # lsns after ``after``
+        for i in range(start, len(values)):
             raw = values[i]
             if hook is not None:
                 hook(first + i)
@@ -281,6 +286,10 @@ class _Replay:
             expected = frame.last_lsn + 1
             values = fr.decode_payload(frame)
             self.replayed += len(values)
+            if hook is None and r.plain_item_puts(values, self.limits):
+                image.load_item_puts(values)  # type: ignore[arg-type]  # validated: tuples
+                self._maybe_progress("snapshot", frame.end)
+                continue
             for i, raw in enumerate(values):
                 if hook is not None:
                     hook(frame.first_lsn + i)

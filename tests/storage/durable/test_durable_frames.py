@@ -5,12 +5,13 @@ from __future__ import annotations
 import marshal
 
 import pytest
-from durable_testkit import records
+from durable_testkit import item_puts, records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cubequeue.storage.durable import frames as fr
 from cubequeue.storage.durable import records as r
+from cubequeue.storage.durable.image import Image
 from cubequeue.storage.limits import Limits
 
 
@@ -107,3 +108,71 @@ def test_an_unknown_encoding_is_a_bad_frame():
     data = fr.encode_payload(1, 1, marshal.dumps([(r.ITEM_DEL, 1)], 4), encoding=7)
     found = fr.read_frame(data, 0, len(data))
     assert isinstance(found, fr.BadFrame) and "encoding 7" in found.reason
+
+
+_I64 = 2**63
+_INTS = [0, 1, -1, _I64 - 1, _I64, -_I64, -_I64 - 1]
+#: per field, values on and beyond the edges the checks draw (payload and extra: 16
+#: characters fast, 64 bytes at all under max_payload_bytes=64; process id 24 / 96
+#: characters, external id 12 / 48; ids from 1; i64 bounds)
+_EDGES: dict[int, list[object]] = {
+    1: _INTS, 3: ["a" * 16, "a" * 17, "a" * 65, "é" * 33], 4: _INTS, 5: _INTS, 6: _INTS,
+    7: _INTS, 8: ["p" * 24, "p" * 25, "p" * 97], 10: ["e" * 12, "e" * 13, "e" * 49],
+    11: ["a" * 16, "a" * 17, "a" * 65, "é" * 33], 12: [5], 13: [5],
+}
+#: and other types marshal can carry
+_OTHERS: list[object] = [None, True, False, 1.5, b"x", "", [1], {"a": 1}, 2**70]
+
+
+@st.composite
+def _item_put_variants(draw: st.DrawFn) -> tuple[object, ...]:
+    """Mostly valid pending ITEM_PUTs, some with one field swapped for an odd value."""
+    rec = list(draw(item_puts()))
+    if draw(st.integers(0, 9)):
+        rec[12] = rec[13] = None  # pending: the shape the columnwise check is for
+    if draw(st.booleans()):
+        field = draw(st.integers(0, 13))
+        rec[field] = draw(st.sampled_from(_EDGES.get(field, []) + _OTHERS))
+    return tuple(rec)
+
+
+@settings(deadline=None, max_examples=600)
+@given(st.lists(_item_put_variants() | records, min_size=1, max_size=8)
+       | st.lists(_item_put_variants(), min_size=1, max_size=3))
+def test_the_columnwise_item_put_check_accepts_only_what_validate_accepts(recs):
+    """plain_item_puts is a fast path: when it says yes, every record validates, and
+    loading them at once gives the image their one-by-one replay gives."""
+    values = fr.decode_payload(fr.read_frame(fr.encode_frame(1, recs), 0, 1 << 20))
+    limits = Limits(max_payload_bytes=64)
+    if not r.plain_item_puts(values, limits):
+        return
+    assert all(r.validate(v, limits) == v for v in values)
+    one_by_one, at_once = Image(), Image()
+    for v in values:
+        one_by_one.apply(v)
+    at_once.load_item_puts(values)
+    assert at_once == one_by_one and at_once.max_ts == one_by_one.max_ts
+
+
+def test_every_edge_value_in_every_field_is_accepted_columnwise_only_if_valid():
+    base = (r.ITEM_PUT, 3, "q:k", "p", 0, 5, None, 99, None, False, None, None, None, None)
+    limits = Limits(max_payload_bytes=64)
+    accepted = 0
+    for field in range(14):
+        for value in _EDGES.get(field, []) + _OTHERS:
+            rec = (*base[:field], value, *base[field + 1:])
+            values = marshal.loads(marshal.dumps([base, rec], 4))
+            if r.plain_item_puts(values, limits):
+                accepted += 1
+                assert r.validate(values[1], limits) == values[1], (field, value)
+    assert accepted > 20  # the edges inside the limits do take the fast path
+
+
+def test_a_frame_of_plain_item_puts_takes_the_columnwise_path():
+    recs = [(r.ITEM_PUT, i, f"q:{i}", "p", 0, 5 + i, None, 99, None, False, None, None, None,
+             None) for i in range(1, 50)]
+    assert r.plain_item_puts(list(recs), Limits())
+    assert not r.plain_item_puts([*recs, (r.ITEM_DEL, 3)], Limits())  # mixed: one by one
+    assert not r.plain_item_puts([(True, *recs[0][1:])], Limits())  # True == 1, not a kind
+    active = (*recs[0][:12], 7, 7)
+    assert not r.plain_item_puts([active], Limits())
