@@ -356,8 +356,9 @@ def encode_result_set(message_id: int, connection_id: str | None, result: Result
 
     Written by :mod:`.answers` (the same bytes as :func:`encode`, without the Builder's
     per-step cost: every statement's answer passes here)."""
-    writer = ResultSetWriter([c.name for c in result.columns])
-    writer.add(cell_texts(result.rows, [c.type for c in result.columns]))
+    columns = result.columns
+    writer = ResultSetWriter([c.name for c in columns])
+    writer.add(result.rows, [c.type for c in columns], cell_text, ColumnType.STRING)
     return writer.finish(message_id, connection_id)
 
 

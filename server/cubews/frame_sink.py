@@ -22,7 +22,7 @@ from typing import Final
 
 from cubequeue.grammar.results import Column, ColumnType, Row
 from cubequeue.server.cubews.answers import ResultSetWriter
-from cubequeue.server.cubews.codec import cell_texts
+from cubequeue.server.cubews.codec import cell_text
 
 __all__ = ["JOIN_ROWS", "ROWS_PER_TURN", "VECTOR_PER_TURN", "Frame", "FrameParts", "FrameSink"]
 
@@ -91,7 +91,7 @@ class FrameSink:
 
     def _encode(self, rows: list[Row]) -> None:
         assert self._writer is not None
-        self._writer.add(cell_texts(rows, self._types))
+        self._writer.add(rows, self._types, cell_text, ColumnType.STRING)
         self.rows += len(rows)
 
     @property

@@ -7,12 +7,14 @@ Cube Store are checked in ``test_ws_codec.py``."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.grammar.results import ColumnType
 from cubequeue.server.cubews import answers
 from cubequeue.server.cubews.answers import ResultSetWriter, error_frame, result_set_frame
-from cubequeue.server.cubews.codec import decode_message, encode
+from cubequeue.server.cubews.codec import cell_text, cell_texts, decode_message, encode
 from cubequeue.server.cubews.messages import HttpError, HttpMessage, HttpResultSet
 
 texts = st.text(max_size=40)
@@ -83,3 +85,30 @@ def test_the_header_cache_is_bounded() -> None:
     for i in range(answers.MAX_CACHED_HEADS + 5):
         result_set_frame(1, None, (f"c{i}",), ())
     assert len(answers._HEADS) <= answers.MAX_CACHED_HEADS
+
+
+_types = st.sampled_from(list(ColumnType))
+_values = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+           | texts | st.floats(allow_nan=False))  # fmt: skip
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.lists(_types, max_size=4), st.lists(st.lists(_values, max_size=6), max_size=5), ids,
+       conn_ids)  # fmt: skip
+def test_values_converted_in_the_cell_loop_match_cell_texts_first(
+    types: list[ColumnType], rows: list[list[object]], message_id: int, connection_id: str | None
+) -> None:
+    """``add(rows, types, cell_text, STRING)`` writes what ``add(cell_texts(rows, types))``
+    writes: a typed value as its text, a cell past the columns as a string, str and NULL
+    as they are."""
+    fused = ResultSetWriter(["a", "b"])
+    fused.add(rows, types, cell_text, ColumnType.STRING)
+    texts_first = ResultSetWriter(["a", "b"])
+    texts_first.add(cell_texts(rows, types))  # type: ignore[arg-type]
+    assert fused.finish(message_id, connection_id) == texts_first.finish(message_id, connection_id)
+
+
+def test_a_value_without_convert_is_refused() -> None:
+    writer = ResultSetWriter(["a"])
+    with pytest.raises(TypeError, match="not text"):
+        writer.add([[7]])
