@@ -3,12 +3,15 @@ in memory and with ``--data-dir`` under ``--fsync no|everysec|always``, beside R
 ``appendfsync everysec`` and ``always`` and PostgreSQL with ``synchronous_commit on``, in
 one run; then the recovery time at 10^6 queued items.
 
-Usage: ``python -m bench.durable [--quick] [--reps N] [--items N] [--in-process]``
+Usage: ``python -m bench.durable [--quick] [--reps N] [--items N] [--in-process
+[--pre-parsed]]``
 
 ``--in-process``: the same QueryQueue steps (ADD, RETRIEVE, MERGE_EXTRA, HEARTBEAT, ACK,
 RESULT; parsed per statement, as clients send text) run by 64 coroutines straight against
 the store, memory and each ``--fsync`` alternating rep by rep: process CPU per cycle (the
 loop and the writer thread), the figure the wire runs add their protocol costs to.
+``--pre-parsed`` parses the statements ahead and runs them from one client: the store's
+own cost per cycle, where durable mode's share is not drowned by the parser's.
 
 Per system: server CPU per cycle (the server's whole process tree, so cubequeue's writer
 thread and Redis' fsync thread count) and the p99 of a query's latency (submit to result).
@@ -37,6 +40,7 @@ from bench.adapters import Target, setup
 from bench.cycle import CycleConfig, CycleRun, run_cycle
 from bench.stats import pct
 from cubequeue.grammar import parse
+from cubequeue.grammar.commands import Command
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import layout
@@ -158,6 +162,12 @@ def report_cycles(runs: dict[str, list[CycleRun]]) -> None:
          f"({(everysec / base - 1) * 100:+.1f}%; target at most +15%)")
 
 
+def _segment_lsn(name: str) -> int:
+    parsed = layout.parse_name(name)
+    assert parsed is not None, name
+    return parsed[1]
+
+
 async def recovery_time(items: int) -> tuple[float, float, int]:
     """Seconds to recover ``items`` queued items from the log alone (no snapshot: the
     worst case), the log's MB, and the records the progress reports counted."""
@@ -169,9 +179,8 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
         directory = durable._directory
         await durable.close()
         # close() left a snapshot and an empty segment after it: ours replaces that one
-        newest = max((n for n in os.listdir(tmp) if n.startswith("log-")),
-                     key=lambda n: layout.parse_name(n)[1])
-        first = layout.parse_name(newest)[1]
+        newest = max((n for n in os.listdir(tmp) if n.startswith("log-")), key=_segment_lsn)
+        first = _segment_lsn(newest)
         os.unlink(os.path.join(tmp, newest))
         writer = SegmentWriter(files, tmp, directory, 64 << 20, first)
         lsn = first
@@ -228,33 +237,68 @@ async def _in_process_cycles(store: Store | DurableStore, clients: int, cycles: 
     return (time.process_time() - started) / (cycles // clients * clients)
 
 
-async def in_process_costs(reps: int, clients: int = 64, cycles: int = 3200,
-                           ) -> dict[str, list[float]]:
+def _parsed_cycles(cycles: int) -> list[Command]:
+    """The QueryQueue steps of ``cycles`` cycles, parsed ahead (keys by path, so no reply
+    is needed to build the next statement)."""
+    out: list[Command] = []
+    for n in range(cycles):
+        path = f"q:{n}"
+        for sql in (f"QUEUE ADD PRIORITY 1 '{path}' '{n}{PAYLOAD}'",
+                    f"QUEUE RETRIEVE CONCURRENCY 1000 '{path}'",
+                    f"QUEUE MERGE_EXTRA '{path}' '{{\"startQueryTime\":{n}}}'",
+                    f"QUEUE HEARTBEAT '{path}'", f"QUEUE ACK '{path}' '{{\"result\":{n}}}'",
+                    f"QUEUE RESULT '{path}'"):
+            out.append(parse(sql))
+    return out
+
+
+async def _pre_parsed_cycles(store: Store | DurableStore, cycles: int) -> float:
+    """Process CPU seconds per cycle of pre-parsed steps, one client: the store's own
+    cost, the part durable mode adds to, without the parser's (most of a cycle)."""
+    steps = _parsed_cycles(cycles)
+    execute = store.execute
+    started = time.process_time()
+    for cmd in steps:
+        out = execute(cmd)
+        if inspect.isawaitable(out):
+            await out
+    return (time.process_time() - started) / cycles
+
+
+async def in_process_costs(reps: int, clients: int = 64, cycles: int = 3200, *,
+                           pre_parsed: bool = False) -> dict[str, list[float]]:
     """µs per cycle for memory and each --fsync, the modes alternating within each rep."""
     modes = ("memory", *CUBEQUEUE_FSYNC)
     out: dict[str, list[float]] = {mode: [] for mode in modes}
     limits = Limits(max_items=10**7)
+
+    async def measure(store: Store | DurableStore) -> float:
+        if pre_parsed:
+            return await _pre_parsed_cycles(store, cycles)
+        return await _in_process_cycles(store, clients, cycles)
+
     await _in_process_cycles(Store(FakeClock(T0), limits), clients, clients * 10)  # warm up
     for _ in range(reps):
         for mode in modes:
             if mode == "memory":
-                out[mode].append(1e6 * await _in_process_cycles(
-                    Store(FakeClock(T0), limits), clients, cycles))
+                out[mode].append(1e6 * await measure(Store(FakeClock(T0), limits)))
                 continue
             tmp = tempfile.mkdtemp(prefix="cq-bench-")
             try:
                 durable, _ = await open_store(Store(FakeClock(T0), limits), data_dir=tmp,
                                               fsync=mode, wall_ms=lambda: T0, on_fatal=print)  # type: ignore[arg-type]  # a FsyncPolicy
-                out[mode].append(1e6 * await _in_process_cycles(durable, clients, cycles))
+                await asyncio.sleep(0.05)  # the id reservation's first fsync
+                out[mode].append(1e6 * await measure(durable))
                 await durable.close()
             finally:
                 shutil.rmtree(tmp)
     return out
 
 
-def report_in_process(costs: dict[str, list[float]]) -> None:
+def report_in_process(costs: dict[str, list[float]], *, pre_parsed: bool = False) -> None:
     base = statistics.median(costs["memory"])
-    _log("in-process QueryQueue cycle (64 clients), process CPU per cycle, median of "
+    what = "pre-parsed steps, one client" if pre_parsed else "64 clients"
+    _log(f"in-process QueryQueue cycle ({what}), process CPU per cycle, median of "
          f"{len(costs['memory'])} alternating reps")
     for mode, got in costs.items():
         cpu = statistics.median(got)
@@ -271,10 +315,15 @@ def main() -> None:
     parser.add_argument("--no-cycle", action="store_true", help="recovery time only")
     parser.add_argument("--in-process", action="store_true",
                         help="the cycle in process instead of over the wire (no peers)")
+    parser.add_argument("--pre-parsed", action="store_true",
+                        help="with --in-process: statements parsed ahead, one client")
     args = parser.parse_args()
     reps = args.reps or (2 if args.quick else 3)
     if args.in_process:
-        report_in_process(asyncio.run(in_process_costs(reps * 2)))
+        cycles = 2000 if args.pre_parsed else 3200
+        report_in_process(asyncio.run(in_process_costs(reps * 2, cycles=cycles,
+                                                       pre_parsed=args.pre_parsed)),
+                          pre_parsed=args.pre_parsed)
         return
     cycle = QUICK_CYCLE if args.quick else CYCLE
     if not args.no_cycle:
