@@ -83,6 +83,7 @@ def _field1(buf: bytes, size: int, pos: int, width: int) -> int:
     vtable = pos - _i32(buf, pos)[0]
     if vtable < 0:
         raise _Decline
+    offset: int
     vt_size, obj_size, offset = _vt1(buf, vtable) if vtable + 6 <= size else (0, 0, 0)
     if (
         vt_size < 4
