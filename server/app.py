@@ -29,7 +29,7 @@ from cubequeue.server import __version__
 from cubequeue.server.config import Config
 from cubequeue.server.context import ConnectionRegistry, ServerContext, load_users
 from cubequeue.server.executor import Executor
-from cubequeue.server.heap import run_heap_policy
+from cubequeue.server.heap import HeapPolicy, run_heap_policy
 from cubequeue.server.stores import StartupRefused, build_store, close_store, open_store
 from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.limits import Limits
@@ -190,6 +190,7 @@ def build_context(config: Config) -> ServerContext:
     store = build_store(config, clock=clock, limits=limits_from(config),
                         on_departure=_log_departure, wall_ms=_wall_clock_ms)
     metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes)
+    heap = HeapPolicy(gc)
     executor = Executor(
         store,
         max_blocking_timeout_ms=config.max_blocking_timeout,
@@ -197,6 +198,7 @@ def build_context(config: Config) -> ServerContext:
         max_sql_statement_bytes=config.max_sql_statement_bytes,
         max_sql_rows=config.max_sql_rows,
         observe=metrics.observe_command,
+        on_stream=heap.after_stream,
     )
     connections = ConnectionRegistry(
         max_connections=config.max_connections,
@@ -213,6 +215,7 @@ def build_context(config: Config) -> ServerContext:
         connections=connections,
         users=load_users(config),
         version=__version__,
+        heap=heap,
     )
 
 
@@ -264,7 +267,7 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     # collector's generations so each collection walks only what commands allocate.
     gc.collect()
     gc.freeze()
-    heap = loop.create_task(run_heap_policy(lambda: _store_rows(ctx)))
+    heap_task = loop.create_task(run_heap_policy(lambda: _store_rows(ctx), ctx.heap))
     _log.info(
         "cubequeue %s listening: postgres on %s:%d, http/ws on %s:%d%s",
         ctx.version, config.host, config.port, config.host, config.http_port,
@@ -278,7 +281,7 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
         stop.clear()  # a second signal cuts the grace period short
     finally:
         watcher.cancel()
-        heap.cancel()
+        heap_task.cancel()
         if unix_server is not None:
             unix_server.close()
         await _shutdown(ctx, pg_server, http_server, stop)

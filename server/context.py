@@ -25,6 +25,7 @@ from cubequeue.server.errors import TooManyConnections
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
     from cubequeue.server.executor import Executor
+    from cubequeue.server.heap import HeapPolicy
     from cubequeue.server.metrics import Metrics
     from cubequeue.storage.clock import AdjustableClock
     from cubequeue.storage.interface import StoreBackend
@@ -219,6 +220,8 @@ class ServerContext:
     #: something has asked ``/readyz`` (a load balancer, an orchestrator's probe): on
     #: shutdown the HTTP port then stays up through ``--shutdown-grace`` answering 503
     readiness_watched: bool = False
+    #: the cyclic collector's policy over a large store (server/heap.py)
+    heap: HeapPolicy | None = None
 
     @property
     def server_version(self) -> str:

@@ -277,9 +277,13 @@ class Executor:
         max_sql_statement_bytes: int = MAX_SQL_STATEMENT_BYTES,
         max_sql_rows: int = MAX_SQL_ROWS,
         observe: Observe | None = None,
+        on_stream: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.max_blocking_timeout_ms = max_blocking_timeout_ms
+        #: called when a step hands back a stream (a large listing), whose order copy the
+        #: server's heap policy keeps out of the young generations (server/heap.py)
+        self._on_stream = on_stream
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
         self._tables = _PlainTables(store, max_sql_statement_bytes, max_sql_rows)
@@ -445,6 +449,8 @@ class Executor:
         if isinstance(result, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
             return result
+        if self._on_stream is not None and isinstance(result, RowStream):
+            self._on_stream()
         return WaitFor(cmd, process_id, result, started, text, origin)
 
     def _deferred_source(self) -> object:

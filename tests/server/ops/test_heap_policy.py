@@ -76,3 +76,14 @@ def test_with_the_real_collector_survivors_leave_the_generations() -> None:
         assert alive() is None  # the thaw's collection reclaimed it
     finally:
         gc.unfreeze()
+
+
+def test_a_stream_freezes_at_once_only_while_the_store_is_large() -> None:
+    fake = RecordingGc()
+    policy = HeapPolicy(fake, freeze_at=100, thaw_at=10)
+    policy.after_stream()  # a small store: its streams are small
+    assert fake.calls == []
+    policy.tick(500)
+    fake.calls.clear()
+    policy.after_stream()
+    assert fake.calls == ["freeze"]  # no collection first: that would walk the new copy

@@ -227,3 +227,14 @@ def test_a_large_listing_over_a_simple_query_with_psql(cubequeue_server: Any) ->
     ).stdout.splitlines()
     assert [line.split("|")[0] for line in out[:-1]] == _expected(_N)
     assert out[-1] == "7"
+
+
+def test_a_step_that_streams_calls_the_executors_stream_hook_and_a_frame_does_not() -> None:
+    calls: list[str] = []
+    store = _store()
+    executor = Executor(store, on_stream=lambda: calls.append("stream"))
+    executor.run(QueueList(prefix="none"))  # empty: one frame
+    assert calls == []
+    wait = _list_wait(executor)  # above one budget: the heap policy's freeze runs here
+    assert calls == ["stream"]
+    asyncio.run(executor.complete(wait))
