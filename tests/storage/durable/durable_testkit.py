@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import uuid
+from typing import Any
 
 from hypothesis import strategies as st
 
+from cubequeue.grammar import parse
+from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.durable import layout
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.frames import encode_frame
@@ -88,3 +92,13 @@ def record_log(files, frames: list[list[Record]], directory: uuid.UUID,
     writer.sync()
     writer.close()
     return writer.name, ends
+
+
+async def run_sql(durable: Any, sql: str) -> list[Any]:
+    """The rows of one dialect statement on a durable store, awaiting its reply when the
+    fsync policy makes it wait."""
+    out = durable.execute(parse(sql))
+    if inspect.isawaitable(out):
+        out = await out
+    assert isinstance(out, ResultSet)
+    return out.rows

@@ -4,12 +4,10 @@ kill -9, is journaled only when it changes, and is forgotten with its prefix."""
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 from durable_simfs import SimFiles
+from durable_testkit import run_sql
 
-from cubequeue.grammar import parse
-from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.opening import open_store
@@ -28,12 +26,6 @@ async def _open(files: SimFiles, start: int = T0):
     return durable
 
 
-async def _run(durable, sql: str):
-    out = durable.execute(parse(sql))
-    if inspect.isawaitable(out):
-        out = await out
-    assert isinstance(out, ResultSet)
-    return out.rows
 
 
 def _remembered(durable) -> dict[str, tuple[object, ...]]:
@@ -53,20 +45,20 @@ def test_prefix_fields_survive_a_kill_from_the_log_and_from_a_snapshot():
     async def main() -> None:
         files = SimFiles()
         durable = await _open(files)
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
-        await _run(durable, "QUEUE ADD PRIORITY 1 'w:a' 'p'")
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 3 'q:a'")
-        await _run(durable, "QUEUE TO_CANCEL 1000 2000 'q'")
-        await _run(durable, "SYS CACHESTORE PERSIST")  # these two are in the snapshot
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 5 'w:none'")  # and these in the log
-        await _run(durable, "QUEUE STALLED 700 'w'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'w:a' 'p'")
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 3 'q:a'")
+        await run_sql(durable, "QUEUE TO_CANCEL 1000 2000 'q'")
+        await run_sql(durable, "SYS CACHESTORE PERSIST")  # these two are in the snapshot
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 5 'w:none'")  # and these in the log
+        await run_sql(durable, "QUEUE STALLED 700 'w'")
         live = _remembered(durable)
         assert live == {"q": (3, 1000, 2000), "w": (5, 700, None)}
         again = await _open(files.killed())
         assert _remembered(again) == live
         # CANCEL names its reason from the remembered timeouts (system.queue_log)
         again.store.clock.advance(1500)  # q:a's heartbeat is now older than 1000 ms
-        await _run(again, "QUEUE CANCEL 'q:a'")
+        await run_sql(again, "QUEUE CANCEL 'q:a'")
         log = again.store.system_table("queue_log").rows
         assert [(row[1], row[2]) for row in log] == [("q:a", "cancelled_stalled")]
         await again.log.close()
@@ -78,13 +70,13 @@ def test_prefix_fields_survive_a_kill_from_the_log_and_from_a_snapshot():
 def test_an_unchanged_value_is_not_journaled_again():
     async def main() -> None:
         durable = await _open(SimFiles())
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
         seen = _journaled(durable)
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 2 'q:x'")
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 2 'q:y'")
-        await _run(durable, "QUEUE TO_CANCEL 10 20 'q'")
-        await _run(durable, "QUEUE TO_CANCEL 10 20 'q'")
-        await _run(durable, "QUEUE ORPHANED 10 'q'")  # lists only: remembers nothing
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 2 'q:x'")
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 2 'q:y'")
+        await run_sql(durable, "QUEUE TO_CANCEL 10 20 'q'")
+        await run_sql(durable, "QUEUE TO_CANCEL 10 20 'q'")
+        await run_sql(durable, "QUEUE ORPHANED 10 'q'")  # lists only: remembers nothing
         assert seen == [(r.PREFIX, "q", 2, None, None), (r.PREFIX, "q", 2, 10, 20)]
         await durable.log.close()
 
@@ -95,15 +87,15 @@ def test_a_prefix_forgotten_by_the_expiry_sweep_starts_afresh_after_recovery():
     async def main() -> None:
         files = SimFiles()
         durable = await _open(files)
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 4 'q:none'")
-        await _run(durable, "QUEUE TO_CANCEL 1000 2000 'q'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 4 'q:none'")
+        await run_sql(durable, "QUEUE TO_CANCEL 1000 2000 'q'")
         durable.store.clock.advance(5 * HOUR)  # q:a expires: the sweep forgets "q"
         seen = _journaled(durable)
         durable.run_deferred(None)
-        assert await _run(durable, "QUEUE LIST 'q'") == []
+        assert await run_sql(durable, "QUEUE LIST 'q'") == []
         assert (r.PREFIX, "q", None, None, None) in seen
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:b' 'p'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:b' 'p'")
         assert _remembered(durable) == {"q": (None, None, None)}
         again = await _open(files.killed(), T0 + 5 * HOUR)
         assert _remembered(again) == {"q": (None, None, None)}
@@ -117,16 +109,16 @@ def test_a_prefix_emptied_by_ack_forgets_and_truncate_clears():
     async def main() -> None:
         files = SimFiles()
         durable = await _open(files)
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 4 'q:a'")
-        await _run(durable, "QUEUE ACK 'q:a' NULL")  # no result: the prefix empties
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:b' 'p'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 4 'q:a'")
+        await run_sql(durable, "QUEUE ACK 'q:a' NULL")  # no result: the prefix empties
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:b' 'p'")
         assert _remembered(durable) == {"q": (None, None, None)}
         assert _remembered(await _open(files.killed())) == {"q": (None, None, None)}
-        await _run(durable, "QUEUE ADD PRIORITY 1 'z:a' 'p'")
-        await _run(durable, "QUEUE RETRIEVE CONCURRENCY 9 'z:none'")
-        await _run(durable, "QUEUE TRUNCATE")
-        await _run(durable, "QUEUE ADD PRIORITY 1 'z:b' 'p'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'z:a' 'p'")
+        await run_sql(durable, "QUEUE RETRIEVE CONCURRENCY 9 'z:none'")
+        await run_sql(durable, "QUEUE TRUNCATE")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'z:b' 'p'")
         live = _remembered(durable)
         assert live == {"z": (None, None, None)}  # the TRUNCATE took q:b and z's memory
         again = await _open(files.killed())

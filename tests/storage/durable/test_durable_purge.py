@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 from durable_simfs import SimFiles
+from durable_testkit import run_sql
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cubequeue.grammar import parse
-from cubequeue.grammar.results import ResultSet
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.image import Image
@@ -29,12 +27,6 @@ async def _open(files: SimFiles, fsync: str = "everysec"):
     return durable
 
 
-async def _run(durable, sql: str):
-    out = durable.execute(parse(sql))
-    if inspect.isawaitable(out):
-        out = await out
-    assert isinstance(out, ResultSet)
-    return out.rows
 
 
 def _state(durable) -> tuple[dict, dict, dict, dict]:
@@ -72,33 +64,33 @@ async def _apply(durable, op: tuple[str, str, object], n: int) -> None:
     kind, arg, count = op
     if kind == "add":
         for i in range(int(count)):  # type: ignore[call-overload]
-            await _run(durable, f"QUEUE ADD PRIORITY {i % 3} '{arg}:k{n}-{i}' 'p{n}'")
+            await run_sql(durable, f"QUEUE ADD PRIORITY {i % 3} '{arg}:k{n}-{i}' 'p{n}'")
     elif kind == "retrieve":
         for i in range(int(count)):  # type: ignore[call-overload]
-            await _run(durable, f"QUEUE RETRIEVE CONCURRENCY 100 '{arg}:k{n}-{i}'")
+            await run_sql(durable, f"QUEUE RETRIEVE CONCURRENCY 100 '{arg}:k{n}-{i}'")
     elif kind == "concurrency":  # a RETRIEVE that claims nothing still records it
-        await _run(durable, f"QUEUE RETRIEVE CONCURRENCY {count} '{arg}:none'")
+        await run_sql(durable, f"QUEUE RETRIEVE CONCURRENCY {count} '{arg}:none'")
     elif kind == "to_cancel":
-        await _run(durable, f"QUEUE {count} '{arg}'")
+        await run_sql(durable, f"QUEUE {count} '{arg}'")
     elif kind == "cancel":
-        rows = await _run(durable, f"QUEUE LIST '{arg}'")
+        rows = await run_sql(durable, f"QUEUE LIST '{arg}'")
         for row in rows[: int(count)]:  # type: ignore[call-overload]
-            await _run(durable, f"QUEUE CANCEL {row[1]}")
+            await run_sql(durable, f"QUEUE CANCEL {row[1]}")
     elif kind == "ack":
-        rows = await _run(durable, f"QUEUE ACTIVE '{arg}'")
+        rows = await run_sql(durable, f"QUEUE ACTIVE '{arg}'")
         for row in rows[: int(count)]:  # type: ignore[call-overload]
-            await _run(durable, f"QUEUE ACK {row[1]} 'r{n}'")
+            await run_sql(durable, f"QUEUE ACK {row[1]} 'r{n}'")
     elif kind == "purge":
-        await _run(durable, f"QUEUE PURGE{count} '{arg}'")
+        await run_sql(durable, f"QUEUE PURGE{count} '{arg}'")
     elif kind == "set":
         for i in range(int(count)):  # type: ignore[call-overload]
-            await _run(durable, f"CACHE SET '{arg}:k{n}-{i}' 'v{n}'")
+            await run_sql(durable, f"CACHE SET '{arg}:k{n}-{i}' 'v{n}'")
     elif kind == "cache_purge":
-        await _run(durable, f"CACHE PURGE '{arg}'")
+        await run_sql(durable, f"CACHE PURGE '{arg}'")
     elif kind == "truncate":
-        await _run(durable, f"{arg} TRUNCATE")
+        await run_sql(durable, f"{arg} TRUNCATE")
     else:
-        await _run(durable, "SYS CACHESTORE PERSIST")
+        await run_sql(durable, "SYS CACHESTORE PERSIST")
     durable.run_deferred(None)
 
 
@@ -111,8 +103,8 @@ def test_recovery_after_purge_and_truncate_mid_log_equals_the_live_state(before,
         for n, op in enumerate(before):
             await _apply(durable, op, n)
         for prefix in PREFIXES:  # a purge in the middle of the log, then more traffic
-            await _run(durable, f"QUEUE PURGE PENDING '{prefix}'")
-        await _run(durable, "CACHE PURGE 'c'")
+            await run_sql(durable, f"QUEUE PURGE PENDING '{prefix}'")
+        await run_sql(durable, "CACHE PURGE 'c'")
         for n, op in enumerate(after, start=len(before)):
             await _apply(durable, op, n)
         live = _state(durable)
@@ -129,20 +121,20 @@ def test_a_queue_purge_and_its_statuses_replay_exactly():
         files = SimFiles()
         durable = await _open(files)
         for i in range(6):
-            await _run(durable, f"QUEUE ADD PRIORITY 1 'q:a{i}' 'p'")
-            await _run(durable, f"QUEUE ADD PRIORITY 1 'qq:a{i}' 'p'")
+            await run_sql(durable, f"QUEUE ADD PRIORITY 1 'q:a{i}' 'p'")
+            await run_sql(durable, f"QUEUE ADD PRIORITY 1 'qq:a{i}' 'p'")
         for i in range(3):
-            await _run(durable, f"QUEUE RETRIEVE CONCURRENCY 10 'q:a{i}'")
-        assert await _run(durable, "QUEUE PURGE PENDING 'q'") == [(3,)]
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:late' 'p'")  # above the bound: stays
+            await run_sql(durable, f"QUEUE RETRIEVE CONCURRENCY 10 'q:a{i}'")
+        assert await run_sql(durable, "QUEUE PURGE PENDING 'q'") == [(3,)]
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:late' 'p'")  # above the bound: stays
         live = _state(durable)
         disk = files.killed()
         again = await _open(disk)
         assert _state(again) == live
-        assert [row[0] for row in await _run(again, "QUEUE LIST 'q'")] == [
+        assert [row[0] for row in await run_sql(again, "QUEUE LIST 'q'")] == [
             "a0", "a1", "a2", "late"]
-        assert len(await _run(again, "QUEUE LIST 'qq'")) == 6  # another prefix: untouched
-        assert await _run(again, "QUEUE PURGE ACTIVE 'q'") == [(3,)]
+        assert len(await run_sql(again, "QUEUE LIST 'qq'")) == 6  # another prefix: untouched
+        assert await run_sql(again, "QUEUE PURGE ACTIVE 'q'") == [(3,)]
         live = _state(again)
         third = await _open(disk.killed())
         assert _state(third) == live
@@ -157,21 +149,21 @@ def test_a_purge_of_ten_thousand_items_grows_the_log_by_one_small_frame():
         files = SimFiles()
         durable = await _open(files)
         for i in range(10_000):
-            await _run(durable, f"QUEUE ADD PRIORITY 1 'big:{i}' 'p'")
-            await _run(durable, f"CACHE SET 'cbig:{i}' 'v'")
-        await _run(durable, "QUEUE ADD PRIORITY 1 'other:1' 'p'")
+            await run_sql(durable, f"QUEUE ADD PRIORITY 1 'big:{i}' 'p'")
+            await run_sql(durable, f"CACHE SET 'cbig:{i}' 'v'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'other:1' 'p'")
         stats = durable.log.stats
         before = (stats.bytes, stats.records)
-        assert await _run(durable, "QUEUE PURGE 'big'") == [(10_000,)]
-        assert await _run(durable, "CACHE PURGE 'cbig'") == [(10_000,)]
+        assert await run_sql(durable, "QUEUE PURGE 'big'") == [(10_000,)]
+        assert await run_sql(durable, "CACHE PURGE 'cbig'") == [(10_000,)]
         grown = stats.bytes - before[0]
         assert stats.records - before[1] == 2, "one PURGE record per statement"
         assert grown < 200, f"{grown} bytes for two purges of 10^4 each"
         durable.run_deferred(None)
         again = await _open(files.killed())
-        assert await _run(again, "QUEUE LIST 'big'") == []
-        assert await _run(again, "CACHE KEYS 'cbig:*'") == []
-        assert len(await _run(again, "QUEUE LIST 'other'")) == 1
+        assert await run_sql(again, "QUEUE LIST 'big'") == []
+        assert await run_sql(again, "CACHE KEYS 'cbig:*'") == []
+        assert len(await run_sql(again, "QUEUE LIST 'other'")) == 1
         await again.log.close()
         await durable.log.close()
 
@@ -183,14 +175,14 @@ def test_the_purge_record_names_table_prefix_status_and_bound():
         files = SimFiles()
         durable = await _open(files)
         journal: list[tuple[object, ...]] = []
-        await _run(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
-        await _run(durable, "CACHE SET 'c:a' 'v'")
+        await run_sql(durable, "QUEUE ADD PRIORITY 1 'q:a' 'p'")
+        await run_sql(durable, "CACHE SET 'c:a' 'v'")
         log = durable.log
         original = log.extend
         log.extend = lambda recs: (journal.extend(recs), original(recs))[1]  # type: ignore[method-assign]
-        await _run(durable, "QUEUE PURGE ACTIVE 'q'")  # nothing active: no record at all
-        await _run(durable, "QUEUE PURGE PENDING 'q'")
-        await _run(durable, "CACHE PURGE 'c:*'")
+        await run_sql(durable, "QUEUE PURGE ACTIVE 'q'")  # nothing active: no record at all
+        await run_sql(durable, "QUEUE PURGE PENDING 'q'")
+        await run_sql(durable, "CACHE PURGE 'c:*'")
         assert journal == [(r.PURGE, "queue", "q", "pending", 2), (r.PURGE, "cache", "c", None, 2)]
         await log.close()
 
