@@ -29,7 +29,7 @@ from cubequeue.server import __version__
 from cubequeue.server.config import Config
 from cubequeue.server.context import ConnectionRegistry, ServerContext, load_users
 from cubequeue.server.executor import Executor
-from cubequeue.server.heap import HeapPolicy, run_heap_policy
+from cubequeue.server.heap import process_heap_policy, run_heap_policy
 from cubequeue.server.stores import StartupRefused, build_store, close_store, open_store
 from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.limits import Limits
@@ -190,7 +190,7 @@ def build_context(config: Config) -> ServerContext:
     store = build_store(config, clock=clock, limits=limits_from(config),
                         on_departure=_log_departure, wall_ms=_wall_clock_ms)
     metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes)
-    heap = HeapPolicy(gc)
+    heap = process_heap_policy()
     executor = Executor(
         store,
         max_blocking_timeout_ms=config.max_blocking_timeout,

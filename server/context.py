@@ -21,11 +21,11 @@ from itertools import count
 from typing import TYPE_CHECKING
 
 from cubequeue.server.errors import TooManyConnections
+from cubequeue.server.heap import HeapPolicy, process_heap_policy
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
     from cubequeue.server.executor import Executor
-    from cubequeue.server.heap import HeapPolicy
     from cubequeue.server.metrics import Metrics
     from cubequeue.storage.clock import AdjustableClock
     from cubequeue.storage.interface import StoreBackend
@@ -221,7 +221,7 @@ class ServerContext:
     #: shutdown the HTTP port then stays up through ``--shutdown-grace`` answering 503
     readiness_watched: bool = False
     #: the cyclic collector's policy over a large store (server/heap.py)
-    heap: HeapPolicy | None = None
+    heap: HeapPolicy = field(default_factory=process_heap_policy)
 
     @property
     def server_version(self) -> str:

@@ -294,8 +294,6 @@ class Executor:
         #: texts whose plain outcome is constant (``SELECT 1``) → it: answered without
         #: plain SQL, outside a failed block (there plain SQL refuses it with 25P02)
         self._constants: dict[str, PlainOutcome] = {}
-        #: the store ``has_deferred`` is read from (:meth:`_deferred_source`)
-        self._deferred_of: object | None = None
 
     # --- statement text ----------------------------------------------------------------
 
@@ -444,7 +442,7 @@ class Executor:
             raise
         except Exception as exc:
             raise self._internal(cmd, started, exc, text, origin) from exc
-        if not self._draining and getattr(self._deferred_source(), "has_deferred", False):
+        if not self._draining and getattr(self.store, "has_deferred", False):
             self._drain_soon()
         if isinstance(result, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
@@ -452,18 +450,6 @@ class Executor:
         if self._on_stream is not None and isinstance(result, RowStream):
             self._on_stream()
         return WaitFor(cmd, process_id, result, started, text, origin)
-
-    def _deferred_source(self) -> object:
-        """What ``has_deferred`` is read from after each step: the store the server's
-        slot (server/stores.py) has attached, once it has one, since a read through the
-        slot's ``__getattr__`` fallback cost a few µs per statement."""
-        source = self._deferred_of
-        if source is None:
-            target = getattr(self.store, "target", None)
-            if target is None and hasattr(self.store, "target"):
-                return self.store  # a slot not attached yet: ask it, keep nothing
-            source = self._deferred_of = target if target is not None else self.store
-        return source
 
     def begin_blocking(
         self, wait: WaitFor, on_done: Callable[[BlockingWait], None], timeout_ms: int = 0

@@ -29,7 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["FREEZE_AT_ROWS", "THAW_AT_ROWS", "Gc", "HeapPolicy", "run_heap_policy"]
+__all__ = [
+    "FREEZE_AT_ROWS",
+    "THAW_AT_ROWS",
+    "Gc",
+    "HeapPolicy",
+    "process_heap_policy",
+    "run_heap_policy",
+]
 
 _log = logging.getLogger("cubequeue.server")
 
@@ -85,12 +92,16 @@ class HeapPolicy:
             self.gc.freeze()
 
 
+def process_heap_policy() -> HeapPolicy:
+    """The policy over this process's own collector (:mod:`gc`)."""
+    return HeapPolicy(gc)
+
+
 async def run_heap_policy(
-    rows: Callable[[], int | None], policy: HeapPolicy | None = None, tick_s: float = TICK_S
+    rows: Callable[[], int | None], policy: HeapPolicy, tick_s: float = TICK_S
 ) -> None:
     """Tick ``policy`` every ``tick_s`` over ``rows()`` (None: the store keeps no rows in
     this process, as the PostgreSQL store; then nothing is done)."""
-    policy = policy if policy is not None else HeapPolicy(gc)
     while True:
         await asyncio.sleep(tick_s)
         count = rows()

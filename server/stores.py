@@ -152,6 +152,14 @@ class StoreSlot:
         finally:
             self._stats_task = None
 
+    @property
+    def has_deferred(self) -> bool:
+        """The attached store's deferred bulk work, read after every step: a property,
+        because a read through :meth:`__getattr__` (reached only after the normal lookup
+        fails) cost a few µs per statement."""
+        target = self.target
+        return target is not None and bool(getattr(target, "has_deferred", False))
+
     def __getattr__(self, name: str) -> Any:
         target = self.__dict__.get("target")
         if target is None:
