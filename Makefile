@@ -12,7 +12,20 @@ CUBE_API_DIR := tests/node/cube-api
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install run test lint typecheck typecheck-tree pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
+.PHONY: help install run test quick lint typecheck typecheck-tree pytest node-test system-deps node-deps bench bench-quick docker-smoke hadolint clean
+.DEFAULT_GOAL := help
+
+# A bare `make` lists the targets (it installs nothing).
+help:
+	@echo "cubequeue: make TARGET"
+	@echo "  run          install what running needs (from uv.lock) and start the server in memory;"
+	@echo "               flags go in ARGS, e.g. make run ARGS='--port 6432 --http-port 3031'"
+	@echo "  test         install everything the tests need (venv, npm and Debian packages) and run every test (CI)"
+	@echo "  quick        the unit and in-process tests only: no apt, npm or browsers (the fast loop)"
+	@echo "  lint         ruff and import-linter;  typecheck: mypy strict"
+	@echo "  bench        the benchmarks against PostgreSQL and Redis (bench/RESULTS.md);  bench-quick: a short run"
+	@echo "  lock         re-resolve uv.lock after a dependency change in pyproject.toml"
+	@echo "  clean        remove the venv, build output and npm packages"
 
 # $(call timed,NAME,COMMAND): run COMMAND and print how long the suite NAME took
 # (make test prints one such line per suite).
@@ -22,18 +35,32 @@ endef
 
 install: $(STAMP)
 
-$(RUN_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
+# Every dependency is installed at the version uv.lock pins (pyproject.toml keeps only lower
+# bounds, for library users). uv itself is pinned and lives in its own venv under build/, so
+# syncing the project's venv never removes it.
+UV_VERSION := 0.13.9
+UV := build/uv/bin/uv
+SYNC := UV_PROJECT_ENVIRONMENT=$(VENV) $(UV) sync --frozen --quiet --python $(PYTHON)
+
+$(UV):
+	$(PYTHON) -m venv build/uv
+	build/uv/bin/python -m pip install -q uv==$(UV_VERSION)
+
+$(RUN_STAMP): pyproject.toml uv.lock | $(UV)
+	$(SYNC)
 	touch $@
 
 $(STAMP): $(RUN_STAMP)
-	$(PY) -m pip install -q -e '.[test]'
+	$(SYNC) --extra test
 	touch $@
 
+lock: $(UV)
+	$(UV) lock
+
+# ARGS: the server's own flags (`make run ARGS='--port 6432'`); CUBEQUEUE_PORT and
+# CUBEQUEUE_HTTP_PORT in the environment do the same.
 run: $(RUN_STAMP)
-	$(VENV)/bin/cubequeue
+	$(VENV)/bin/cubequeue $(ARGS)
 
 # Debian packages the tests and benchmarks use: psql, the JDBC driver, PostgreSQL and Redis
 # (peers for the benchmarks). Installed only when missing, so a warm machine skips apt.

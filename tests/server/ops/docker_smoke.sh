@@ -3,7 +3,8 @@
 #
 #  1. copy what the Dockerfile's build stage COPYs, and build a wheel from it (no deps);
 #  2. check the wheel holds only cubequeue/… (never a top-level server/ or storage/);
-#  3. install the wheel in a fresh venv, dependencies from PyPI, as the final stage does;
+#  3. install the locked dependencies (uv export of uv.lock, hash-checked) and then the wheel
+#     alone in a fresh venv, as the final stage does;
 #  4. start `cubequeue` with the image's ENV (CUBEQUEUE_HOST=0.0.0.0) and nothing else of
 #     ours in the environment, exactly as ENTRYPOINT ["cubequeue"] would;
 #  5. run the image's HEALTHCHECK, `cubequeue healthcheck`, until it exits 0;
@@ -27,6 +28,8 @@ if [[ -z "${SMOKE_PYTHON:-}" ]]; then
   done
 fi
 BASE_PY="$SMOKE_PYTHON"
+UV="${UV:-$ROOT/build/uv/bin/uv}"
+[[ -x "$UV" ]] || UV="$(command -v uv)" || { echo "docker-smoke: uv not found (make install bootstraps it)" >&2; exit 1; }
 START_TIMEOUT_S="${START_TIMEOUT_S:-20}"
 STOP_TIMEOUT_S="${STOP_TIMEOUT_S:-20}"
 
@@ -54,8 +57,13 @@ while read -r -a words; do
 done < <(awk '/^FROM /{stage++} stage==1 && /^COPY / && !/--from/' "$ROOT/Dockerfile")
 find "$WORK/src" -name __pycache__ -prune -exec rm -rf {} +
 
-step "building the wheel"
-if ! "$VENV_PY" -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" "$WORK/src" >"$WORK/pip.log" 2>&1; then
+step "exporting the lock and building the wheel"
+if ! (cd "$WORK/src" && "$UV" export --frozen --no-dev --no-emit-project --no-header \
+        --format requirements-txt --output-file "$WORK/dist/requirements.txt") >"$WORK/pip.log" 2>&1; then
+  cat "$WORK/pip.log" >&2
+  fail "uv export of uv.lock"
+fi
+if ! "$BASE_PY" -m pip wheel -q --no-deps --wheel-dir "$WORK/dist" "$WORK/src" >"$WORK/pip.log" 2>&1; then
   cat "$WORK/pip.log" >&2
   fail "building the wheel"
 fi
@@ -83,7 +91,12 @@ PY
 
 step "installing the wheel in a fresh venv ($BASE_PY)"
 "$BASE_PY" -m venv "$WORK/venv"
-if ! "$WORK/venv/bin/pip" install -q --disable-pip-version-check "$WHEEL" >"$WORK/pip.log" 2>&1; then
+if ! "$WORK/venv/bin/pip" install -q --disable-pip-version-check --require-hashes \
+        -r "$WORK/dist/requirements.txt" >"$WORK/pip.log" 2>&1; then
+  cat "$WORK/pip.log" >&2
+  fail "pip install --require-hashes of the locked dependencies"
+fi
+if ! "$WORK/venv/bin/pip" install -q --disable-pip-version-check --no-deps "$WHEEL" >"$WORK/pip.log" 2>&1; then
   cat "$WORK/pip.log" >&2
   fail "pip install of the wheel"
 fi

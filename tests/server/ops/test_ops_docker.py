@@ -164,3 +164,40 @@ def test_healthcheck_reads_the_port_docker_run_gave(dockerfile: list[tuple[str, 
     flags = server_flags(pid1)
     assert load_config([], {}).port != 6000
     assert load_config([f"--port={flags['port']}"], {}).port == 6000
+
+
+def test_durable_volume_is_the_images_volume(dockerfile: list[tuple[str, str]],
+                                             compose: dict[str, Any]) -> None:
+    """The compose service keeps its data in the image's VOLUME, with --data-dir on it, and
+    the image creates that directory for the user it runs as (a named volume inherits it)."""
+    final = _final_stage(dockerfile)
+    volumes = [json.loads(args) for word, args in final if word == "VOLUME"]
+    assert volumes == [["/data"]]
+    assert any("chown 10001:10001 /data" in args for word, args in final if word == "RUN")
+    svc = compose["services"]["cubequeue"]
+    env = {k: str(v) for k, v in svc["environment"].items()}
+    assert load_config([], env).data_dir == "/data"
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in svc["volumes"]}
+    assert mounts["/data"] in compose["volumes"]
+
+
+def test_compose_ha_profile_two_front_ends_over_one_database(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    db = services["queue-db"]
+    fronts = [services["cubequeue-a"], services["cubequeue-b"]]
+    assert db["profiles"] == ["ha"] and all(f["profiles"] == ["ha"] for f in fronts)
+    stores = set()
+    for front in fronts:
+        env = {k: str(v) for k, v in front["environment"].items()}
+        assert set(env) <= OUR_ENV
+        config = load_config([], env)
+        stores.add(env["CUBEQUEUE_STORE"])
+        assert front["depends_on"]["queue-db"]["condition"] == "service_healthy"
+        assert {int(p.split(":")[-1]) for p in front["ports"]} == {config.port, config.http_port}
+    assert len(stores) == 1, "both front ends use the same database"
+    dsn = stores.pop()
+    user_pass = f"{db['environment']['POSTGRES_USER']}:{db['environment']['POSTGRES_PASSWORD']}"
+    assert dsn.startswith(f"postgresql://{user_pass}@queue-db:5432/")
+    assert dsn.endswith("/" + db["environment"]["POSTGRES_DB"])
+    host_ports = [p.split(":")[1] for f in fronts for p in f["ports"]]
+    assert len(set(host_ports)) == len(host_ports), "each front end publishes its own ports"
