@@ -14,10 +14,9 @@ transaction). The server never knows which one it has:
 * **RESULT_BLOCKING** (:meth:`StoreBackend.result_blocking`) answers at once or registers
   the server's callback and returns a :class:`Cancellable` (the waiter) that the server
   cancels on timeout or disconnect.
-* **State capture** for snapshots is an optional capability (:class:`StateCapture`),
-  incremental so that a snapshot is taken in slices; the stateless PostgreSQL store has none.
-  Its records are plain frozen dataclasses (:mod:`cubequeue.storage.state_capture`); how
-  they are written to disk is the durable store's business.
+* What only some stores can do (deferred bulk work, closing, readiness, the durable
+  log's figures, a database pool's health) are small Protocols in
+  :mod:`cubequeue.storage.capabilities`, checked once where a store is built or attached.
 """
 
 from __future__ import annotations
@@ -28,14 +27,12 @@ from typing import Protocol, runtime_checkable
 
 from cubequeue.grammar.commands import Command, QueueResultBlocking
 from cubequeue.grammar.results import Column, ResultSet, Row
-from cubequeue.storage.state_capture import StateRecord
 from cubequeue.storage.stats import StoreStats
 
 __all__ = [
     "BlockingOutcome",
     "Cancellable",
     "RowStream",
-    "StateCapture",
     "StepResult",
     "StoreBackend",
     "Table",
@@ -104,16 +101,4 @@ class StoreBackend(Protocol):
 
     def now_ms(self) -> int:
         """The store's clock: what UNIX_TIMESTAMP() and NOW() read (moved by SYS CLOCK)."""
-        ...
-
-
-@runtime_checkable
-class StateCapture(Protocol):
-    """Optional: a store whose state can be written out and read back (snapshots)."""
-
-    def capture(self, slice_items: int) -> Iterator[list[StateRecord]]:
-        """The whole state as records, at most ``slice_items`` per slice, each slice built
-        when it is asked for: exactly the state at the call when no step runs between
-        slices, else a fuzzy checkpoint that a log of the later steps replays onto (see
-        :mod:`cubequeue.storage.state_capture`)."""
         ...

@@ -69,7 +69,6 @@ from cubequeue.storage.queue_tables import (
     queue_stream,
 )
 from cubequeue.storage.record_kinds import CACHE_PUT, RESULT_PUT
-from cubequeue.storage.state_capture import StateRecord, capture
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 from cubequeue.storage.waiters import Callback, Waiter
 
@@ -382,14 +381,6 @@ class Store:
         finally:
             self._commit()
         return ResultSet(QueueList(prefix=prefix, with_payload=with_payload).result_columns(), rows)
-
-    def capture(self, slice_items: int) -> Iterator[list[StateRecord]]:
-        """The whole state in slices of records (:mod:`.state_capture`): what a snapshot
-        holds. Expired rows are swept first, so none is captured."""
-        self._begin()
-        self._commit()
-        self._cache.sweep()
-        return capture(self._queue, self._cache, slice_items)
 
     def stats(self) -> StoreStats:
         """Live figures only: both sides sweep what has expired, as INFO does."""

@@ -1,30 +1,30 @@
-"""The in-memory store behind the seam: StoreBackend, and its incremental state capture."""
+"""The in-memory store behind the seam: StoreBackend, and its state as records (the
+incremental capture of tests/support/state_capture.py)."""
 
 from __future__ import annotations
 
 import pytest
-from storage_testkit import START, Harness, harness
-
-from cubequeue.grammar.commands import CacheGet, CacheRemove, CacheSet
-from cubequeue.storage.interface import StateCapture, StoreBackend
-from cubequeue.storage.limits import Limits
-from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.state_capture import (
+from state_capture import (
     CacheRecord,
     Counters,
     ItemRecord,
     PrefixRecord,
     ResultRecord,
     StateRecord,
+    capture_store,
 )
+from storage_testkit import START, Harness, harness
+
+from cubequeue.grammar.commands import CacheGet, CacheRemove, CacheSet
+from cubequeue.storage.interface import StoreBackend
+from cubequeue.storage.limits import Limits
+from cubequeue.storage.queue_log import Departure
 
 
-def test_the_store_is_a_store_backend_with_state_capture() -> None:
+def test_the_store_is_a_store_backend() -> None:
     store = harness().store
     backend: StoreBackend = store  # mypy checks the structure statically
-    capturing: StateCapture = store
     assert isinstance(backend, StoreBackend)
-    assert isinstance(capturing, StateCapture)
     assert store.kind == "memory"
     assert store.now_ms() == START
 
@@ -54,7 +54,7 @@ def _flat(slices: list[list[StateRecord]]) -> list[StateRecord]:
 
 def test_capture_holds_every_row_in_a_fixed_order() -> None:
     h = _filled()
-    records = _flat(list(h.store.capture(1000)))
+    records = _flat(list(capture_store(h.store, 1000)))
     assert records[0] == Counters(next_item_id=8, next_cache_id=3)
     kinds = [type(r).__name__ for r in records]
     assert kinds == (
@@ -80,8 +80,8 @@ def test_capture_holds_every_row_in_a_fixed_order() -> None:
 @pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 100])
 def test_slices_have_the_asked_size_and_the_same_records(size: int) -> None:
     h = _filled()
-    whole = _flat(list(h.store.capture(1000)))
-    slices = list(h.store.capture(size))
+    whole = _flat(list(capture_store(h.store, 1000)))
+    slices = list(capture_store(h.store, size))
     assert all(1 <= len(s) <= size for s in slices)
     assert all(len(s) == size for s in slices[:-1])
     assert _flat(slices) == whole
@@ -89,7 +89,7 @@ def test_slices_have_the_asked_size_and_the_same_records(size: int) -> None:
 
 def test_slices_are_built_lazily_and_steps_may_run_between_them() -> None:
     h = _filled()
-    slices = h.store.capture(2)
+    slices = capture_store(h.store, 2)
     first = next(slices)  # Counters and the prefix
     h.cancel("q:1")  # leaves before its slice: skipped
     h.heartbeat("q:7")  # changes after the start: its record shows the change
@@ -107,15 +107,15 @@ def test_slices_are_built_lazily_and_steps_may_run_between_them() -> None:
 def test_capture_leaves_expired_rows_out() -> None:
     h = _filled()
     h.advance(61_000)  # result 6 and c:a have expired
-    records = _flat(list(h.store.capture(100)))
+    records = _flat(list(capture_store(h.store, 100)))
     assert not [r for r in records if isinstance(r, ResultRecord)]
     assert [r.path for r in records if isinstance(r, CacheRecord)] == ["c:b"]
 
 
 def test_an_empty_store_captures_its_counters_only() -> None:
-    assert list(harness().store.capture(10)) == [[Counters(1, 1)]]
+    assert list(capture_store(harness().store, 10)) == [[Counters(1, 1)]]
 
 
 def test_a_slice_size_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="slice_items"):
-        harness().store.capture(0)
+        capture_store(harness().store, 0)

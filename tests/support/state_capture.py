@@ -1,10 +1,9 @@
-"""State capture: the in-memory store's whole state as plain records, in slices.
+"""State capture (a test helper): the in-memory store's whole state as plain records, in slices.
 
-This is the optional :class:`~cubequeue.storage.interface.StateCapture` capability that a
-durable store builds its snapshots on. :func:`capture` takes only the *ids* of the rows at
-the start (a list of ints, not a copy of the rows) and builds each slice of records when it
-is asked for, so a snapshot of a million items never holds the event loop or doubles the
-heap.
+The durable store's snapshots do not use it (they write the store's own
+``Store.snapshot_slices``); it stays here as a readable model of the store's state.
+:func:`capture` takes only the *ids* of the rows at the start (a list of ints, not a
+copy of the rows) and builds each slice of records when it is asked for.
 
 What a capture holds:
 
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_log import Departure
+from cubequeue.storage.store import Store
 
 __all__ = [
     "CacheRecord",
@@ -38,6 +38,7 @@ __all__ = [
     "ResultRecord",
     "StateRecord",
     "capture",
+    "capture_store",
 ]
 
 
@@ -94,6 +95,15 @@ class CacheRecord:
 
 
 StateRecord = Counters | PrefixRecord | ItemRecord | ResultRecord | CacheRecord | Departure
+
+
+def capture_store(store: Store, slice_items: int) -> Iterator[list[StateRecord]]:
+    """The store's whole state in slices of records. Expired rows are swept first
+    (a step's commit, then the cache's sweep), so none is captured."""
+    store._begin()
+    store._commit()
+    store._cache.sweep()
+    return capture(store._queue, store._cache, slice_items)
 
 
 def capture(queue: QueueState, cache: CacheStore, slice_items: int) -> Iterator[list[StateRecord]]:
