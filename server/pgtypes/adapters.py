@@ -1,6 +1,6 @@
 """PostgreSQL type adapters: one dumper or loader per (type OID, format) pair.
 
-The OIDs and the column-type mapping are :mod:`cubequeue.server.pgwire.oids`'s. Both
+The OIDs and the column-type mapping are :mod:`.oids`'s. Both
 text (0) and binary (1) formats are implemented for every type, since asyncpg asks for
 binary results and sends binary parameters, and psycopg sends Python ints as binary int2.
 A text timestamptz is rendered in the session's ``TimeZone`` (:func:`row_dumper` takes
@@ -27,43 +27,24 @@ from cubequeue.grammar.errors import (
 )
 from cubequeue.grammar.results import Value
 from cubequeue.server.errors import ProtocolViolation
-from cubequeue.server.pgwire.oids import (
+from cubequeue.server.pgtypes.oids import (
     BOOL,
-    COLUMN_OIDS,
     FLOAT8,
     INT2,
     INT4,
     INT8,
-    INTEGER_OIDS,
     JSON,
     JSONB,
     TEXT,
     TIMESTAMPTZ,
     TYPE_NAMES,
-    TYPE_SIZES,
     UNKNOWN,
     VARCHAR,
     VOID,
 )
 from cubequeue.server.timestamps import EPOCH, format_timestamptz
 
-# The OID names stay importable from here for the modules that read them here.
 __all__ = [
-    "BOOL",
-    "COLUMN_OIDS",
-    "FLOAT8",
-    "INT2",
-    "INT4",
-    "INT8",
-    "INTEGER_OIDS",
-    "JSON",
-    "JSONB",
-    "TEXT",
-    "TIMESTAMPTZ",
-    "TYPE_SIZES",
-    "UNKNOWN",
-    "VARCHAR",
-    "VOID",
     "InvalidBinaryRepresentation",
     "ParamValue",
     "ParamsLoader",

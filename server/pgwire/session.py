@@ -55,6 +55,7 @@ from cubequeue.server.executor import (
     ends_block,
     plain_outcome,
 )
+from cubequeue.server.pgtypes.adapters import ParamValue
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
 from cubequeue.server.pgwire.client import BackendDecoder
@@ -94,7 +95,6 @@ from cubequeue.server.pgwire.states import (
     Rule,
     SessionState,
 )
-from cubequeue.server.pgwire.types import ParamValue
 from cubequeue.server.row_sink import StreamedRows
 from cubequeue.server.sql import PlainOutcome, PlainSession
 from cubequeue.server.sql.copy import parse_copy, run_copy

@@ -22,17 +22,7 @@ from typing import TYPE_CHECKING, Final, Literal
 from cubequeue.grammar.commands import Command, Param, Slot
 from cubequeue.grammar.results import Column, Row
 from cubequeue.server.errors import InvalidCursorName, InvalidStatementName
-from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
-from cubequeue.server.pgwire.errors import DuplicateCursor, DuplicatePreparedStatement
-from cubequeue.server.pgwire.oids import column_oid
-from cubequeue.server.pgwire.types import (
-    INT2,
-    INT4,
-    INT8,
-    TEXT,
-    TIMESTAMPTZ,
-    TYPE_SIZES,
+from cubequeue.server.pgtypes.adapters import (
     ParamsLoader,
     ParamValue,
     RowDumper,
@@ -40,6 +30,18 @@ from cubequeue.server.pgwire.types import (
     params_loader,
     row_dumper,
 )
+from cubequeue.server.pgtypes.oids import (
+    INT2,
+    INT4,
+    INT8,
+    TEXT,
+    TIMESTAMPTZ,
+    TYPE_SIZES,
+    column_oid,
+)
+from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
+from cubequeue.server.pgwire.errors import DuplicateCursor, DuplicatePreparedStatement
 
 if TYPE_CHECKING:
     from cubequeue.server.executor import Prepared

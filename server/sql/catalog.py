@@ -37,7 +37,7 @@ from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from cubequeue.grammar.errors import FeatureNotSupported, QueueError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet, Row, Value
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 
 from .catalog_functions import register_functions
 from .catalog_rewrite import output_columns, rewrite

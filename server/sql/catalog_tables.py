@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Final
 
 from cubequeue.grammar.results import ColumnType
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
 __all__ = [

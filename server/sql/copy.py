@@ -32,7 +32,7 @@ from typing import Final, Literal
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 from cubequeue.grammar.results import ResultSet
-from cubequeue.server.pgwire.types import dump_value
+from cubequeue.server.pgtypes.adapters import dump_value
 
 from .lexer import Token, tokenize
 from .outcome import PlainOutcome

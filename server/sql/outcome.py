@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 
 __all__ = [
     "HINT",

@@ -14,7 +14,7 @@ import re
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
-from cubequeue.server.pgwire.oids import TEXT
+from cubequeue.server.pgtypes.oids import TEXT
 
 from .errors import UndefinedObject
 from .gucs import GUCS, canonical_name

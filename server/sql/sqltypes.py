@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from cubequeue.grammar.errors import InvalidTextRepresentation
 from cubequeue.grammar.results import ColumnType, Value
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 from cubequeue.server.timestamps import EPOCH, format_timestamptz, session_zone
 
 from .errors import (

@@ -1,4 +1,4 @@
-"""The lexical bugs the one tokenizer fixed, over the PostgreSQL wire (psycopg 3)."""
+"""The lexical bugs the one tokenizer fixed, seen end to end over the PostgreSQL wire (psycopg 3)."""
 
 from __future__ import annotations
 

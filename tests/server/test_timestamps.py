@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cubequeue.server.pgwire import oids
-from cubequeue.server.pgwire.types import dump_value, row_dumper
+from cubequeue.server.pgtypes import oids
+from cubequeue.server.pgtypes.adapters import dump_value, row_dumper
 from cubequeue.server.sql.sqltypes import SqlType, cast_value, parse_timestamp
 from cubequeue.server.timestamps import (
     TimestampOutOfRange,

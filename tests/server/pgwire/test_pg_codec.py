@@ -408,7 +408,8 @@ def test_partial_message_is_buffered_until_complete():
 @pytest.mark.parametrize("width", [1, 2, 3])
 @pytest.mark.parametrize("fmt", [0, 1])
 def test_row_dumper_matches_dump_value_for_every_width(width, fmt):
-    from cubequeue.server.pgwire.types import BOOL, INT8, TEXT, dump_value, row_dumper
+    from cubequeue.server.pgtypes.adapters import dump_value, row_dumper
+    from cubequeue.server.pgtypes.oids import BOOL, INT8, TEXT
 
     oids = [INT8, TEXT, BOOL][:width]
     dump = row_dumper(oids, [fmt] * width)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cubequeue.grammar.errors import FeatureNotSupported
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 from cubequeue.server.sql.catalog import (
     MAX_ROWS,
     CatalogLimit,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue, QueueError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
-from cubequeue.server.pgwire import oids
+from cubequeue.server.pgtypes import oids
 from cubequeue.server.pgwire.codec import (
     COPY_DONE,
     encode_copy_data,
