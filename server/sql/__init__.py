@@ -12,8 +12,9 @@ Everything else is 0A000 with a hint naming what cubequeue answers.
 from __future__ import annotations
 
 from .outcome import Notice, PlainDescription, PlainOutcome, default_oid
+from .plain_store import PlainStore
 from .session import MAX_PROCESS_ID_LEN, PlainSession
-from .statements import HINT, PlainStore, describe_plain, run_plain
+from .statements import HINT, describe_plain, run_plain
 
 __all__ = [
     "HINT",

@@ -12,6 +12,12 @@ with SQL's three-valued logic.
 Grouped queries: the planner gives a :class:`Grouping`; a sub-expression equal to a GROUP
 BY key reads that key, an aggregate reads its accumulated value, and any other column is
 42803, as in PostgreSQL.
+
+This module holds the compiler's values and the dispatch; the node kinds that recurse
+(:mod:`.scalars`, :mod:`.aggregates`, :mod:`.datetime_functions`) sit above it and call
+:func:`compile_expr` for their operands. The dispatch reaches them through the
+:class:`NodeCompilers` every :class:`Scope` carries (the planner, :mod:`.systables`, builds
+it), so nothing here imports the modules above.
 """
 
 from __future__ import annotations
@@ -42,7 +48,16 @@ from .sqltypes import SqlType, cast_value, check_int
 if TYPE_CHECKING:
     from .session import PlainSession
 
-__all__ = ["AGGREGATES", "Aggregate", "Compiled", "Ctx", "Grouping", "Scope", "compile_expr"]
+__all__ = [
+    "AGGREGATES",
+    "Aggregate",
+    "Compiled",
+    "Ctx",
+    "Grouping",
+    "NodeCompilers",
+    "Scope",
+    "compile_expr",
+]
 
 T = SqlType
 AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Sum, exp.Avg)
@@ -96,6 +111,24 @@ class Grouping:
     agg_signatures: list[str] = field(default_factory=list)
 
 
+NodeCompiler = Callable[[exp.Expr, "Scope"], Compiled]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCompilers:
+    """The compilers :func:`compile_expr` dispatches to, which live in the modules above
+    this one (they import :func:`compile_expr` to compile their operands)."""
+
+    #: count/min/max/sum/avg (:func:`.aggregates.compile_aggregate`)
+    aggregate: NodeCompiler
+    #: every other node (:func:`.scalars.compile_scalar`)
+    scalar: NodeCompiler
+    #: a function by name: ``user``, ``current_user``… written without parentheses
+    function: Callable[[str, list[exp.Expr], Scope, exp.Expr], Compiled]
+    #: PostgreSQL's output column name of a node (:func:`.scalars.output_name`)
+    name: Callable[[exp.Expr], str]
+
+
 @dataclass(slots=True)
 class Scope:
     #: input column name → (index in the row, type)
@@ -104,6 +137,8 @@ class Scope:
     qualifiers: frozenset[str]
     #: placeholder number → deduced type, shared by the whole statement
     params: dict[int, SqlType]
+    #: the node kinds compiled above this module
+    nodes: NodeCompilers
     grouping: Grouping | None = None
     #: "WHERE", "LIMIT"…: where aggregates are refused, for the message
     no_aggregates: str | None = None
@@ -288,18 +323,16 @@ def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
         sig = signature(node, scope) if not isinstance(node, AGGREGATES) else None
         for i, (key_sig, key_type) in enumerate(g.keys):
             if sig == key_sig:
-                return Compiled(getter(i), key_type, _name(node))
+                return Compiled(getter(i), key_type, scope.nodes.name(node))
     if isinstance(node, AGGREGATES):
-        from .aggregates import compile_aggregate
-
-        return compile_aggregate(node, scope)
+        return scope.nodes.aggregate(node, scope)
     if isinstance(node, exp.Column):
         if isinstance(node.this, exp.Star):
             raise FeatureNotSupported("* is only allowed alone in the select list or in count(*)")
         name = node.name.lower()
         if name in ("user", "current_user", "session_user") and name not in scope.columns \
                 and not node.table and not node.this.args.get("quoted"):
-            return compile_function(name, [], scope, node)
+            return scope.nodes.function(name, [], scope, node)
         if g is not None and not scope.in_aggregate:
             resolve_column(node, scope)  # 42703 before 42803, as PostgreSQL
             raise GroupingError(
@@ -308,22 +341,7 @@ def compile_expr(node: exp.Expr, scope: Scope) -> Compiled:
             )
         index, type_ = resolve_column(node, scope)
         return Compiled(getter(index), type_, node.name)
-    from .scalars import compile_scalar
-
-    return compile_scalar(node, scope)
-
-
-def compile_function(name: str, args: list[exp.Expr], scope: Scope,
-                     node: exp.Expr) -> Compiled:
-    from .scalars import call_function
-
-    return call_function(name, args, scope, node)
-
-
-def _name(node: exp.Expr) -> str:
-    from .scalars import output_name
-
-    return output_name(node)
+    return scope.nodes.scalar(node, scope)
 
 
 def compare(node: exp.Expr, a: Compiled, b: Compiled, scope: Scope) -> Compiled:

@@ -33,10 +33,10 @@ from .expressions import Ctx
 from .lexer import for_sqlglot
 from .limits import MAX_SQL_STATEMENT_BYTES, bound_statement, check_expression_nodes
 from .outcome import HINT
+from .plain_store import PlainStore
 from .refusals import refuse_select
 from .session import PlainSession
 from .sqltypes import zone
-from .statements import PlainStore
 from .systables import SelectPlan, plan_select, unsupported
 
 __all__ = ["execute", "plan_for"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from cubequeue.grammar.errors import FeatureNotSupported
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
@@ -28,6 +28,7 @@ from .errors import ActiveSqlTransaction, UndefinedParameter
 from .lexer import first_word, tokenize
 from .limits import MAX_SQL_STATEMENT_BYTES, bound_statement
 from .outcome import HINT, OID_INT4, OID_TEXT, OID_VOID, Notice, PlainDescription, PlainOutcome
+from .plain_store import PlainStore
 from .session import PlainSession
 from .setshow import TokenReader, run_reset, run_set, run_show, show_columns
 
@@ -37,22 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "HINT",
     "TX_END_WORDS",
-    "PlainStore",
     "describe_plain",
     "in_failed_transaction",
     "run_plain",
 ]
 
 _PLAN_CACHE_SIZE = 256
-
-
-class PlainStore(Protocol):
-    """What plain SQL needs of the store: the system tables and the clock."""
-
-    def system_table(self, name: str) -> ResultSet: ...
-
-    @property
-    def clock(self) -> Callable[[], int]: ...
 
 
 def _unsupported(sql: str) -> FeatureNotSupported:

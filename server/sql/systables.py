@@ -24,16 +24,29 @@ from cubequeue.grammar.errors import FeatureNotSupported, InternalError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet, Row, Value
 from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
-from .aggregates import accumulate
+from .aggregates import accumulate, compile_aggregate
 from .errors import AmbiguousColumn, InvalidColumnReference, InvalidRowCount, UndefinedTable
-from .expressions import AGGREGATES, Compiled, Ctx, Grouping, Scope, coerce, compile_expr, signature
+from .expressions import (
+    AGGREGATES,
+    Compiled,
+    Ctx,
+    Grouping,
+    NodeCompilers,
+    Scope,
+    coerce,
+    compile_expr,
+    signature,
+)
 from .outcome import HINT
-from .scalars import output_name
+from .scalars import call_function, compile_scalar, output_name
 from .sqltypes import SqlType
 
 __all__ = ["SCHEMAS", "SelectPlan", "SystemTables", "plan_select", "unsupported"]
 
 T = SqlType
+#: the node kinds the expression compiler dispatches to (:class:`.expressions.NodeCompilers`)
+_NODES = NodeCompilers(aggregate=compile_aggregate, scalar=compile_scalar,
+                       function=call_function, name=output_name)
 #: how a store column reads in SQL: integers are bigint, times timestamptz
 _SQL_TYPE = {
     ColumnType.STRING: T.TEXT,
@@ -135,7 +148,7 @@ def _count(node: exp.Expr | None, scope: Scope, what: str) -> Compiled | None:
     inner = node.args.get("expression") if isinstance(node, exp.Limit | exp.Offset) else node
     if inner is None or isinstance(inner, exp.Var | exp.Null):
         return None
-    clause = Scope({}, frozenset(), scope.params, no_aggregates=what)
+    clause = Scope({}, frozenset(), scope.params, _NODES, no_aggregates=what)
     return coerce(compile_expr(inner, clause), T.INT8, clause)
 
 
@@ -146,7 +159,7 @@ def plan_select(tree: exp.Expr) -> SelectPlan:
     schema = SCHEMAS.get(table or "", ())
     params: dict[int, SqlType] = {}
     quals = frozenset({qualifier, f"system.{table}"} if qualifier else ())
-    base = Scope({n: (i, t) for i, (n, t) in enumerate(schema)}, quals, params)
+    base = Scope({n: (i, t) for i, (n, t) in enumerate(schema)}, quals, params, _NODES)
 
     items: list[tuple[exp.Expr, str]] = []
     for item in select.expressions:
@@ -161,7 +174,7 @@ def plan_select(tree: exp.Expr) -> SelectPlan:
     where_node = select.args.get("where")
     where = None
     if where_node is not None:
-        ws = Scope(base.columns, base.qualifiers, params, no_aggregates="WHERE")
+        ws = Scope(base.columns, base.qualifiers, params, _NODES, no_aggregates="WHERE")
         where = compile_expr(where_node.this, ws)
         if where.type is not T.BOOL:
             where = coerce(where, T.BOOL, ws)
@@ -185,10 +198,10 @@ def plan_select(tree: exp.Expr) -> SelectPlan:
             elif isinstance(g, exp.Column) and not g.table and g.name.lower() not in base.columns:
                 matches = [n for n, name in items if name == g.name.lower()]
                 node = matches[0] if matches else g
-            ks = Scope(base.columns, base.qualifiers, params, no_aggregates="GROUP BY")
+            ks = Scope(base.columns, base.qualifiers, params, _NODES, no_aggregates="GROUP BY")
             key_fns.append(compile_expr(node, ks))
             keys.append((signature(node, base), key_fns[-1].type))
-        scope = Scope(base.columns, base.qualifiers, params, grouping=Grouping(keys))
+        scope = Scope(base.columns, base.qualifiers, params, _NODES, grouping=Grouping(keys))
 
     outputs = [_output(compile_expr(node, scope), scope) for node, _ in items]
     columns = tuple(Column(name, c.type.column_type) for (_, name), c in zip(items, outputs, strict=True))  # type: ignore[arg-type]  # INTERVAL refused by _output
