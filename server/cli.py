@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _serve(args: list[str], environ: Mapping[str, str]) -> int:
     parser = build_parser()
-    parser.add_argument("--version", action="version", version=f"cubequeue {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"cubequeue {__version__}")
     parser.usage = "%(prog)s [options]\n       %(prog)s healthcheck [--host H] [--port P] ..."
     try:
         config = config_from(vars(parser.parse_args(args)), environ)
@@ -168,6 +169,31 @@ def running_server_flags(pid: int, proc: Path = _PROC) -> dict[str, object]:
     return server_flags(argv) if _server_args(argv) is not None else {}
 
 
+#: how long the healthcheck waits for an HTTP answer when the PostgreSQL handshake failed
+_HTTP_PROBE_TIMEOUT_S = 1.0
+
+
+def _http_answer(host: str, port: int, timeout: float) -> str | None:
+    """The status line an HTTP server on ``host:port`` answers ``GET /healthz`` with, or
+    None: a PostgreSQL client's startup packet makes an HTTP server wait for a line that
+    never comes, so after a failed handshake the healthcheck asks once in HTTP's own words
+    and can say what it reached instead of only that it timed out."""
+    try:
+        with socket.create_connection((host, port), timeout=min(timeout, _HTTP_PROBE_TIMEOUT_S)) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.0\r\nHost: " + _host_header(host).encode()
+                         + b"\r\n\r\n")
+            line = sock.makefile("rb").readline(200)
+    except OSError:
+        return None
+    if not line.startswith(b"HTTP/"):
+        return None
+    return line.decode("latin-1").strip()
+
+
+def _host_header(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def healthcheck(args: Sequence[str], environ: Mapping[str, str]) -> int:
     """``cubequeue healthcheck``: one line on stdout (healthy) or stderr (not).
 
@@ -210,7 +236,14 @@ def healthcheck(args: Sequence[str], environ: Mapping[str, str]) -> int:
             client.query(HEALTHCHECK_STATEMENT)
     except PgError as err:
         where = f"{host}:{port} answered " if err.from_server else ""
-        print(f"unhealthy: {where}{err}", file=sys.stderr)
+        other = None if err.from_server else _http_answer(host, port, ns.timeout)
+        if other is not None:
+            print(f"unhealthy: {host}:{port} is not the PostgreSQL wire: it answered HTTP "
+                  f"({other!r}), so it is an HTTP port (cubequeue's --http-port?); the "
+                  "healthcheck connects to the PostgreSQL wire port (--port, "
+                  "CUBEQUEUE_PORT)", file=sys.stderr)
+        else:
+            print(f"unhealthy: {where}{err}", file=sys.stderr)
         return EXIT_UNHEALTHY
     elapsed_ms = (time.monotonic() - started) * 1000
     print(f"healthy: {host}:{port} answered {HEALTHCHECK_STATEMENT} in {elapsed_ms:.0f} ms")

@@ -130,6 +130,30 @@ def test_healthcheck_names_a_server_that_is_not_postgresql(answer: bytes) -> Non
                                "the PostgreSQL protocol (it sent b")
 
 
+
+def test_healthcheck_on_the_http_port_says_it_reached_http(
+        cubequeue_server: CubequeueServer) -> None:
+    """An HTTP server waits for a request line that a PostgreSQL startup packet never ends,
+    so the handshake only times out; the healthcheck then asks in HTTP and names the port
+    it reached (``--http-port``) and the one it wants (``--port``)."""
+    proc = _healthcheck("--port", str(cubequeue_server.http_port), "--timeout", "1")
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"unhealthy: 127.0.0.1:{cubequeue_server.http_port} is not "
+                               "the PostgreSQL wire: it answered HTTP ('HTTP/1.1 ")
+    assert "--http-port" in lines[0] and "(--port, CUBEQUEUE_PORT)" in lines[0]
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_flag(flag: str) -> None:
+    from cubequeue.server import __version__
+
+    proc = _cubequeue(flag)
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"cubequeue {__version__}"
+
+
 # --- the healthcheck reads the running server's command line --------------------------
 
 
