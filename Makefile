@@ -63,7 +63,8 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/cubequeue $(ARGS)
 
 # Debian packages the tests and benchmarks use: psql, the JDBC driver, PostgreSQL and Redis
-# (peers for the benchmarks). Installed only when missing, so a warm machine skips apt.
+# (peers for the benchmarks), promtool (checks docs/monitoring's alert rules). Installed only
+# when missing, so a warm machine skips apt.
 system-deps:
 	@need=""; \
 	command -v psql >/dev/null || need="$$need postgresql-client"; \
@@ -75,6 +76,7 @@ system-deps:
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	[ -x /usr/bin/chromium ] || need="$$need chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
+	command -v promtool >/dev/null || need="$$need prometheus"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$need; \
