@@ -98,6 +98,12 @@ class Config:
     #: the default ``statement_timeout`` of every session, in ms (0: none): how long a
     #: step that waits (a store that answers later, a stream of rows) may take
     statement_timeout: int = 60_000
+    #: origins a browser page may open ``/ws`` from, comma-separated, or ``*``; None:
+    #: none (an upgrade without ``Origin``, as Cube's driver sends, is always served)
+    ws_allowed_origins: str | None = None
+    #: host names the console and ``/metrics`` answer besides ``localhost``, IP addresses
+    #: and ``--host`` (``.example.com`` for its subdomains), or ``*``; None: those only
+    allowed_hosts: str | None = None
 
 
 #: the listener options whose port a bind error may name, in the order they are bound

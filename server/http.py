@@ -9,7 +9,9 @@ One ``websockets`` server routes every request in ``process_request``:
   authorized"}`` (checked against the same users as the PostgreSQL side). The 101
   response carries ``X-CubeStore-Version: --cubestore-version`` so Cube's driver turns
   on the features that version implies. With ``--ws-allow``, a
-  peer outside the listed networks is refused with 403 before anything else.
+  peer outside the listed networks is refused with 403 before anything else; an upgrade
+  carrying an ``Origin`` (a browser's page) not in ``--ws-allowed-origins`` is refused
+  with 403 next (:mod:`.browsers`).
 * ``/healthz`` → 200; ``/readyz`` → 200 when a real store round trip (``SYS CACHESTORE
   HEALTHCHECK``, straight to the store, not metered) answers within
   :data:`READY_STORE_TIMEOUT_S`, else 503 naming why, so an orchestrator restarts a
@@ -18,6 +20,11 @@ One ``websockets`` server routes every request in ``process_request``:
 * ``/``, ``/static/…`` and ``/api/v1/…`` → the read-only web console
   (:mod:`.console`), behind ``--console-auth``; with ``off`` they are 404 like any other
   path. The console's depth sampler starts and stops with this server.
+
+The console and ``/metrics`` answer only a ``Host`` the server is reached by (the Host
+rule of :mod:`.browsers`, against DNS rebinding); others get 403 naming
+``--allowed-hosts``. Both refusals are logged (rate-limited) and counted in
+``cubequeue_http_refusals_total``.
 
 ``--http-tls`` serves all of it over TLS (https, wss) with ``--tls-cert``/``--tls-key``.
 
@@ -51,6 +58,7 @@ from websockets.http11 import Request, Response
 from cubequeue.grammar import prepare
 from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import ResultSet
+from cubequeue.server.browsers import HostRule, OriginRule, RefusalLog
 from cubequeue.server.console import Console, build_console
 from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
 from cubequeue.server.metrics import metrics_auth_mode, scrape_refusal
@@ -72,6 +80,7 @@ __all__ = [
 #: ``TRANSPORT_SIZE_HEADROOM``); between 1x and this, the endpoint answers an HttpError
 TRANSPORT_SIZE_HEADROOM = 2
 WS_PATH = "/ws"
+_log = logging.getLogger("cubequeue.http")
 #: how long ``/readyz`` waits for the store's round trip (probes time out at 1 s by
 #: default in Kubernetes; a store slower than this is not ready to serve Cube)
 READY_STORE_TIMEOUT_S = 2.0
@@ -162,6 +171,15 @@ def _json(connection: ServerConnection, status: HTTPStatus, body: dict[str, str]
     return response
 
 
+def _header(headers: Headers, name: str) -> str | None:
+    """One header's value, None when absent; repeated ones joined with ``, `` (which
+    no Origin or Host rule allows)."""
+    values = headers.get_all(name)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else ", ".join(values)
+
+
 def _basic_user(header: str | None) -> tuple[str, str] | None:
     if header is None:
         return None
@@ -214,6 +232,33 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
     console = build_console(ctx, lambda header: _authorized(ctx, header) is not None)
     ws_networks = tuple(ipaddress.ip_network(net) for net in (config.ws_allow or "").split(",")
                         if net)
+    origins = OriginRule.of(config.ws_allowed_origins)
+    hosts = HostRule.of(config.allowed_hosts, config.host)
+    refusals = RefusalLog(_log)
+
+    def peer_of(connection: ServerConnection) -> str:
+        remote = connection.remote_address
+        return str(remote[0]) if remote else "unknown"
+
+    def refuse_origin(connection: ServerConnection, origin: str) -> Response:
+        shown = origin[:200]
+        ctx.metrics.http_refused("origin")
+        refusals.refused("origin", f"refused a /ws upgrade from {peer_of(connection)}: "
+                         f"Origin {shown!r} is not in --ws-allowed-origins (a web page "
+                         "may not drive the queue)")
+        return _json(connection, HTTPStatus.FORBIDDEN, {
+            "error": f"Origin {shown!r} is not allowed on /ws (--ws-allowed-origins)"})
+
+    def refuse_host(connection: ServerConnection, path: str, host: str | None) -> Response:
+        shown = "no Host header" if host is None else f"Host {host[:200]!r}"
+        ctx.metrics.http_refused("host")
+        refusals.refused("host", f"refused {path[:200]} from {peer_of(connection)}: {shown} "
+                         "is not a name this server is reached by (--allowed-hosts)")
+        return connection.respond(
+            HTTPStatus.FORBIDDEN,
+            f"{shown} is not allowed: this server answers localhost, IP addresses, its "
+            "--host name and the names in --allowed-hosts (protection against DNS "
+            "rebinding)\n")
 
     def process_request(
         connection: ServerConnection, request: Request
@@ -225,6 +270,9 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
                 return _json(connection, HTTPStatus.FORBIDDEN,
                              {"error": "peer address not allowed (--ws-allow)"})
             process_id = request.headers.get("x-process-id")
+            origin = _header(request.headers, "Origin")
+            if not origins.allows(origin):
+                return refuse_origin(connection, str(origin))
             if process_id is not None and len(process_id) > MAX_PROCESS_ID_LEN:
                 return _json(connection, HTTPStatus.BAD_REQUEST, {
                     "error": "x-process-id header exceeds maximum allowed length of "
@@ -245,6 +293,10 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
             if ctx.shutting_down:
                 return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "shutting down\n")
             return readiness(connection)
+        if path == "/metrics" or console.handles(path):
+            host = _header(request.headers, "Host")
+            if not hosts.allows(host):
+                return refuse_host(connection, path, host)
         if path == "/metrics":
             remote = connection.remote_address
             refusal = scrape_refusal(
@@ -255,13 +307,16 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
             if refusal is not None:
                 status = HTTPStatus(refusal.status)
                 return Response(status, status.phrase, Headers(list(refusal.headers)), refusal.body)
-            body, headers = ctx.metrics.render_for(
-                request.headers.get("Accept", ""), request.headers.get("Accept-Encoding", "")
-            )
-            return Response(HTTPStatus.OK, "OK", Headers(headers), body)
+            return scrape(request.headers.get("Accept", ""),
+                          request.headers.get("Accept-Encoding", ""))
         if console.handles(path):
             return console.respond(request)
         return connection.respond(HTTPStatus.NOT_FOUND, "not found\n")
+
+    async def scrape(accept: str, accept_encoding: str) -> Response:
+        """The store's prefixes are read in slices across loop turns (Metrics.scrape)."""
+        body, headers = await ctx.metrics.scrape(accept, accept_encoding)
+        return Response(HTTPStatus.OK, "OK", Headers(headers), body)
 
     async def readiness(connection: ServerConnection) -> Response:
         reason = await store_round_trip(ctx)

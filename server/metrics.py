@@ -392,6 +392,14 @@ class Metrics:
         self._connections_total = Counter("cubequeue_connections",
                                           "Client connections accepted by protocol",
                                           ["protocol"], registry=self.registry)
+        self._http_refusals = Counter(
+            "cubequeue_http_refusals",
+            "HTTP requests refused because a browser sent them: origin (a /ws upgrade "
+            "whose Origin is not in --ws-allowed-origins), host (a console or /metrics "
+            "request whose Host is not in --allowed-hosts)",
+            ["reason"], registry=self.registry)
+        for reason in ("origin", "host"):
+            self._http_refusals.labels(reason)
         self._commands = _CommandCollector()
         self.registry.register(self._commands)
         for protocol in PROTOCOLS:  # export zeros before the first connection
@@ -412,6 +420,10 @@ class Metrics:
 
     def connection_closed(self, protocol: str) -> None:
         self._connections.labels(protocol).dec()
+
+    def http_refused(self, reason: str) -> None:
+        """Count one request refused by the Origin or Host rule (server/browsers.py)."""
+        self._http_refusals.labels(reason).inc()
 
     def observe_command(self, name: str, outcome: str, seconds: float) -> None:
         """Count one command and its latency. Runs for every statement, so it is a few

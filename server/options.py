@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from cubequeue.server.browsers import normalize_hosts, normalize_origins
 from cubequeue.server.config import Config
 
 __all__ = [
@@ -163,6 +164,19 @@ def _networks(text: str) -> str:
     if not found:
         raise _BadValue("names no network")
     return ",".join(found)
+
+
+def _listed(normalize: Callable[[str], str]) -> Parser:
+    """A list option normalised by ``normalize`` (:mod:`.browsers`), whose ValueError
+    says what is wrong with the value."""
+
+    def parse(text: str) -> str:
+        try:
+            return normalize(text)
+        except ValueError as err:
+            raise _BadValue(str(err)) from None
+
+    return parse
 
 
 def _directory(text: str) -> str:
@@ -365,6 +379,14 @@ OPTIONS: tuple[Option, ...] = (
     Option("statement_timeout", "default statement_timeout of every session (0: none): a "
            "step that waits longer is canceled with 57014; RESULT_BLOCKING has its own cap",
            _NON_NEGATIVE, metavar="MS", unit="ms"),
+    Option("ws_allowed_origins", "origins a browser page may open /ws from, comma-separated "
+           "(https://app.example.com), or * for any; an upgrade carrying another Origin gets "
+           "403 (one without Origin, as Cube's driver sends, is served)",
+           _listed(normalize_origins), metavar="ORIGINS", default_help="none"),
+    Option("allowed_hosts", "host names the console and /metrics answer besides localhost, "
+           "IP addresses and --host, comma-separated (.example.com: it and its subdomains), "
+           "or * for any; another Host header gets 403 (DNS rebinding)",
+           _listed(normalize_hosts), metavar="HOSTS", default_help="localhost and --host"),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
