@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,15 +108,22 @@ class DepthRing:
             else:
                 del sums[prefix]
 
-    def busiest(self, top: int) -> tuple[str, ...]:
-        """The ``top`` prefixes with the largest summed depth over the window."""
-        ranked = heapq.nlargest(top, self._sums.items(), key=lambda kv: (kv[1], kv[0]))
+    def busiest(self, top: int, match: Callable[[str], bool] | None = None) -> tuple[str, ...]:
+        """The ``top`` prefixes with the largest summed depth over the window, among those
+        that hold items in the latest sample (an emptied prefix leaves the chart and its
+        legend) and, given ``match``, that it accepts (the page's filter)."""
+        latest = self._samples[-1].depths if self._samples else {}
+        candidates = ((prefix, total) for prefix, total in self._sums.items()
+                      if prefix in latest and (match is None or match(prefix)))
+        ranked = heapq.nlargest(top, candidates, key=lambda kv: (kv[1], kv[0]))
         return tuple(prefix for prefix, _ in ranked)
 
     def series(self, top: int, since_seq: int = 0,
-               prefixes: tuple[str, ...] | None = None) -> DepthSeries:
-        """Samples after ``since_seq`` for ``prefixes`` (default: the ``top`` busiest)."""
-        chosen = self.busiest(top) if prefixes is None else prefixes
+               prefixes: tuple[str, ...] | None = None,
+               match: Callable[[str], bool] | None = None) -> DepthSeries:
+        """Samples after ``since_seq`` for ``prefixes`` (default: the ``top`` busiest of
+        those ``match`` accepts)."""
+        chosen = self.busiest(top, match) if prefixes is None else prefixes
         samples = self._samples
         start = len(samples)
         while start > 0 and samples[start - 1].seq > since_seq:

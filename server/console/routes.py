@@ -279,9 +279,16 @@ class Console:
                                now_ms=self.reader.now_ms(), limit=limit)
 
     async def _depth(self, params: _Params) -> Json:
+        """The busiest prefixes' depth; the page's filter (a case-insensitive substring, as
+        for the prefix table) narrows them, and an opened prefix is drawn alone."""
         top = params.number("top", DEPTH_TOP)
         since = params.number("since", (0, 2**62), lo=0)
-        return _series_json(self.ring.series(top, since))
+        prefix = params.text("prefix")
+        if prefix is not None:
+            return _series_json(self.ring.series(top, since, prefixes=(prefix,)))
+        needle = (params.text("filter") or "").casefold()
+        match = (lambda name: needle in name.casefold()) if needle else None
+        return _series_json(self.ring.series(top, since, match=match))
 
     async def _live(self, params: _Params) -> Json:
         if self._recovering():  # nothing else can be read yet

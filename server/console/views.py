@@ -14,6 +14,7 @@ saying which in ``timeouts_from``.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
@@ -106,21 +107,36 @@ def prefixes_view(columns: Sequence[Column], rows: Iterable[Sequence[Value]], *,
             "prefixes": shown}
 
 
+def _claim_order(record: dict[str, Value]) -> tuple[int, int, int, int]:
+    """Where an item stands: active ones first (ascending id, as ``QUEUE ACTIVE``), then
+    pending ones in the order they will be claimed (priority descending, then older
+    first, then ascending id, as ``QUEUE PENDING``; docs/dialect.md §3.9)."""
+    queue_id = _int(record.get("queue_id")) or 0
+    if record.get("status") == "active":
+        return (0, 0, 0, queue_id)
+    return (1, -(_int(record.get("priority")) or 0), _int(record.get("created")) or 0, queue_id)
+
+
 def items_view(columns: Sequence[Column], rows: Iterable[Sequence[Value]], *, prefix: str,
                now_ms: int, limit: int) -> Json:
-    """One prefix's items from ``system.queue`` (ascending id): ages instead of instants,
-    sizes instead of payloads (the payload itself comes from :func:`item_preview`)."""
-    items: list[Json] = []
-    total = 0
+    """One prefix's items from ``system.queue`` in claim order (:func:`_claim_order`):
+    ages instead of instants, sizes instead of payloads (the payload itself comes from
+    :func:`item_preview`). Only the first ``limit`` are kept while reading, so a prefix
+    of a million items costs one pass and a heap of ``limit``."""
     names = [c.name for c in columns]
     at = names.index("prefix")
+    total = 0
+    matching: list[dict[str, Value]] = []
     for row in rows:  # a large queue: compare one column before building a record
         if row[at] != prefix:
             continue
         total += 1
-        if len(items) >= limit:
-            continue
-        record = dict(zip(names, row, strict=True))
+        matching.append(dict(zip(names, row, strict=True)))
+        if len(matching) >= 4 * limit + 64:  # keep memory bounded on a huge prefix
+            matching = heapq.nsmallest(limit, matching, key=_claim_order)
+    first = heapq.nsmallest(limit, matching, key=_claim_order)
+    items: list[Json] = []
+    for record in first:
         created = _int(record.get("created"))
         heartbeat = _int(record.get("heartbeat"))
         payload = record.get("value")

@@ -6,10 +6,15 @@
 (function () {
   const POLL_MS = 1000;
   const MAX_POINTS = 900;
-  const COLORS = ["#3a5bd9", "#d9480f", "#2b8a3e", "#ae3ec9", "#0b7285", "#e67700",
-                  "#c2255c", "#5c940d", "#364fc7", "#862e9c", "#087f5b", "#a61e4d",
-                  "#1864ab", "#5f3dc4", "#d6336c", "#2f9e44", "#f08c00", "#495057",
-                  "#0c8599", "#e8590c"];
+  // One hue per prefix; pending in its dark shade (solid), active in its light shade
+  // (dashed), so the two read apart even where the lines cross.
+  const HUES = [225, 20, 135, 285, 190, 40, 335, 90, 255, 0, 165, 310, 205, 60, 350, 115,
+                30, 270, 180, 10];
+  const pendingColor = (i) => "hsl(" + HUES[i % HUES.length] + ", 70%, 38%)";
+  const activeColor = (i) => "hsl(" + HUES[i % HUES.length] + ", 85%, 62%)";
+  // Items are whole: the y axis steps by whole numbers only.
+  const INTEGER_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4,
+                         1e5, 2e5, 5e5, 1e6, 2e6, 5e6, 1e7];
 
   const state = {
     filter: "",
@@ -19,7 +24,10 @@
     xs: [],         // sample times, seconds
     cols: [],       // per series: pending then active of each key
     chart: null,
+    chartFor: "",   // the filter and opened prefix the chart was drawn for
     timer: null,
+    lastOk: null,   // when the server last answered
+    previewId: null, // the item whose preview is open
     busy: false,    // a poll is in flight
     again: false,   // poll once more as soon as it ends (the filter or hash changed)
   };
@@ -76,6 +84,10 @@
     const conns = Object.entries(o.connections || {})
       .map(([wire, n]) => wire + " " + n).join(" · ") || "0";
     const cps = o.commands_per_second;
+    // Over the PostgreSQL store every front end counts only its own clients and commands.
+    const shared = o.store.kind === "postgresql";
+    const own = shared ? " (this front end)" : "";
+    $("frontend-note").hidden = !shared;
     $("overview").replaceChildren(
       card("store", o.store.kind),
       card("persistence", o.store.persistence === "memory" ? "none (in memory)" : o.store.persistence),
@@ -86,8 +98,8 @@
       card("waiters", fmtInt(o.queue.waiters)),
       card("cache keys", fmtInt(o.cache.keys)),
       card("cache bytes", fmtBytes(o.cache.bytes)),
-      card("connections", conns),
-      card("commands / s", cps === null || cps === undefined ? "–" : cps.toFixed(1)),
+      card("connections" + own, conns),
+      card("commands / s" + own, cps === null || cps === undefined ? "–" : cps.toFixed(1)),
       card("resident memory", fmtBytes(o.resident_bytes)),
     );
   }
@@ -158,17 +170,20 @@
     if (state.chart) { state.chart.destroy(); state.chart = null; }
     if (typeof uPlot === "undefined") return;
     const series = [{}];
+    const noPoints = { show: false };
     state.keys.forEach((key, i) => {
-      const color = COLORS[i % COLORS.length];
       const label = key === "" ? "(empty)" : key;
-      series.push({ label: label + " pending", stroke: color, width: 2, spanGaps: false });
-      series.push({ label: label + " active", stroke: color, width: 1.5, dash: [6, 4] });
+      series.push({ label: label + " pending", stroke: pendingColor(i), width: 2,
+                    spanGaps: false, points: noPoints });
+      series.push({ label: label + " active", stroke: activeColor(i), width: 2,
+                    dash: [6, 4], points: noPoints });
     });
     const opts = {
       width: Math.max(320, host.clientWidth || 900),
       height: 260,
       series: series,
-      axes: [{}, { label: "items" }],
+      axes: [{}, { label: "items", incrs: INTEGER_STEPS,
+                   values: (u, splits) => splits.map((v) => fmtInt(v)) }],
       scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
       legend: { live: false },
     };
@@ -210,10 +225,30 @@
 
   // -- one prefix ------------------------------------------------------------------------
 
+  // A payload or extra that is JSON is shown indented; anything else (or a cut one) as sent.
+  function pretty(text, cut) {
+    if (text === null) return "NULL";
+    if (cut) return text;
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+  }
+
+  // The preview opens as a row right under the item it shows, and scrolls into view.
+  function placePreview(id) {
+    const row = document.querySelector("#item-rows tr[data-id='" + CSS.escape(String(id)) + "']");
+    const holder = $("preview-row");
+    if (row) row.after(holder);
+    else $("item-rows").append(holder);
+    holder.dataset.for = String(id);
+    holder.hidden = false;
+    $("preview").hidden = false;
+    holder.scrollIntoView({ block: "nearest" });
+  }
+
   async function showPreview(id) {
+    state.previewId = id;
     const reply = await fetch("/api/v1/item?id=" + encodeURIComponent(id), { credentials: "same-origin" });
     const body = await reply.json();
-    $("preview").hidden = false;
+    placePreview(id);
     if (!reply.ok) {
       $("preview-id").textContent = String(id);
       $("preview-payload").textContent = body.error || "unavailable";
@@ -223,15 +258,16 @@
       return;
     }
     $("preview-id").textContent = body.id + " · " + body.key;
-    $("preview-payload").textContent = body.payload === null ? "NULL" : body.payload;
-    $("preview-extra").textContent = body.extra === null ? "NULL" : body.extra;
+    $("preview-payload").textContent = pretty(body.payload, body.payload_truncated);
+    $("preview-extra").textContent = pretty(body.extra, body.extra_truncated);
     $("preview-payload-note").textContent = body.payload_truncated ? "(first " + body.limit + " characters)" : "";
     $("preview-extra-note").textContent = body.extra_truncated ? "(first " + body.limit + " characters)" : "";
   }
 
   function renderDrill(items, departures) {
-    $("item-count").textContent = items.shown < items.total
-      ? "the first " + items.shown + " of " + items.total : items.total + " in the queue";
+    $("item-count").textContent = (items.shown < items.total
+      ? "the first " + items.shown + " of " + items.total : items.total + " in the queue") +
+      ", in the order they will be claimed: active, then pending by priority and age";
     const rows = items.items.map((it) => {
       const tr = el("tr");
       tr.dataset.id = String(it.id);
@@ -247,7 +283,13 @@
         el("td", fmtBytes(it.payload_bytes), "num"), cell);
       return tr;
     });
+    const holder = $("preview-row");
     replaceRows($("item-rows"), rows);
+    if (state.previewId !== null && !holder.hidden) {
+      // keep the open preview under its item across redraws (or at the end if it left)
+      const row = $("item-rows").querySelector("tr[data-id='" + CSS.escape(String(state.previewId)) + "']");
+      if (row) row.after(holder); else $("item-rows").append(holder);
+    }
     const gone = departures.departures.map((d) => {
       const tr = el("tr");
       tr.append(el("td", d.id, "num"), el("td", d.path, "mono wrap"), el("td", d.reason),
@@ -273,12 +315,16 @@
     $("drill").hidden = state.prefix === null;
     $("prefixes-panel").hidden = state.prefix !== null;
     $("preview").hidden = true;
+    $("preview-row").hidden = true;
+    state.previewId = null;
     $("drill-prefix").textContent = state.prefix === null ? "" : state.prefix;
   }
 
   async function poll() {
     if (state.busy) { state.again = true; return; }
     state.busy = true;
+    const chartFor = state.filter + "\u0000" + (state.prefix === null ? "" : state.prefix);
+    if (chartFor !== state.chartFor) { state.chartFor = chartFor; state.since = 0; }
     const params = new URLSearchParams({ filter: state.filter, since: String(state.since) });
     if (state.prefix !== null) params.set("prefix", state.prefix);
     try {
@@ -291,13 +337,21 @@
       if (body.depth) renderDepth(body.depth);
       if (body.items && state.prefix !== null) renderDrill(body.items, body.departures);
       const status = $("status");
-      status.textContent = "live · updated " + new Date().toLocaleTimeString();
+      state.lastOk = new Date();
+      status.textContent = "live · updated " + state.lastOk.toLocaleTimeString();
       status.classList.remove("error");
+      document.body.classList.remove("stale");
+      $("stale").hidden = true;
       document.body.dataset.polls = String(Number(document.body.dataset.polls || 0) + 1);
     } catch (err) {
       const status = $("status");
       status.textContent = "cannot reach the server (" + err.message + "); retrying";
       status.classList.add("error");
+      // Every figure on the page is now old: dim it and say since when.
+      document.body.classList.add("stale");
+      $("stale").hidden = false;
+      $("stale-since").textContent = state.lastOk === null ? "never updated"
+        : "last updated " + state.lastOk.toLocaleTimeString();
     }
     state.busy = false;
     if (state.again) { state.again = false; poll(); return; }

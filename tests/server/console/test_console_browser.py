@@ -208,3 +208,60 @@ def test_screenshots_are_committed_copies() -> None:
     docs = Path(__file__).resolve().parents[3] / "docs"
     for name in ("console-overview.png", "console-prefix.png"):
         assert (docs / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_claim_order_preview_at_the_row_chart_follows_the_filter_and_stale_page(
+        browser: Browser) -> None:
+    """Issue 27's console: items in the order they will be claimed, the preview opened
+    under its row and pretty-printed, the chart narrowed by the filter and the opened
+    prefix (emptied prefixes gone from it), and a page that says it is stale (and dims)
+    when the server stops answering."""
+    s = start_cubequeue()
+    try:
+        s.query("QUEUE ADD PRIORITY 1 'jobs:low' '{\"sql\":\"SELECT 1\",\"n\":1}'")
+        s.query("QUEUE ADD PRIORITY 9 'jobs:high' '{\"sql\":\"SELECT 9\",\"n\":9}'")
+        s.query("QUEUE ADD PRIORITY 5 'jobs:mid' '{}'")
+        s.query("QUEUE ADD 'gone:one' '{}'")
+        s.query("QUEUE ADD 'reports:r1' '{}'")
+        page, dialogs = open_page(browser, s.http_url + "/")
+        page.wait_for_selector("tr[data-prefix='gone']", timeout=WAIT_MS)
+        s.query("QUEUE CANCEL 'gone:one'")  # emptied: it leaves the chart's legend
+        page.wait_for_function("() => !document.querySelector(\"tr[data-prefix='gone']\")",
+                               timeout=WAIT_MS)
+        page.wait_for_function("() => { const l = document.querySelector('#depth-chart "
+                               ".u-legend'); return l && l.textContent.includes('jobs') && "
+                               "!l.textContent.includes('gone'); }", timeout=WAIT_MS)
+        page.fill("#filter", "rep")
+        page.wait_for_function("() => { const l = document.querySelector('#depth-chart "
+                               ".u-legend'); return l && l.textContent.includes('reports') && "
+                               "!l.textContent.includes('jobs'); }", timeout=WAIT_MS)
+        page.fill("#filter", "")
+        page.click("tr[data-prefix='jobs'] button")
+        page.wait_for_selector("#item-rows tr[data-id]", timeout=WAIT_MS)
+        page.wait_for_function("() => { const l = document.querySelector('#depth-chart "
+                               ".u-legend'); return l && l.textContent.includes('jobs') && "
+                               "!l.textContent.includes('reports'); }", timeout=WAIT_MS)
+        keys = page.locator("#item-rows tr[data-id] td.mono.wrap").all_text_contents()
+        assert keys == ["high", "mid", "low"]  # priority order, not id order
+        page.locator("#item-rows tr[data-id]").nth(1).locator("button").click()
+        page.locator("#item-rows tr[data-id]").nth(0).locator("button").click()
+        page.wait_for_function("() => document.getElementById('preview-payload').textContent"
+                               ".includes('SELECT 9')", timeout=WAIT_MS)
+        # the preview is the row right under the item it shows, and the JSON is indented
+        assert page.evaluate("() => document.getElementById('preview-row')"
+                             ".previousElementSibling.dataset.id") == \
+            page.locator("#item-rows tr[data-id]").nth(0).get_attribute("data-id")
+        assert page.locator("#preview-payload").text_content() == \
+            '{\n  "sql": "SELECT 9",\n  "n": 9\n}'
+        assert page.evaluate("() => document.body.classList.contains('stale')") is False
+        assert page.locator("#stale").is_hidden()
+        s.stop()
+        page.wait_for_selector("#stale:not([hidden])", timeout=WAIT_MS)
+        assert page.evaluate("() => document.body.classList.contains('stale')") is True
+        assert "last updated" in (page.locator("#stale").text_content() or "")
+        opacity = page.evaluate("() => getComputedStyle(document.getElementById('overview'))"
+                                ".opacity")
+        assert float(opacity) < 1
+        assert dialogs == []
+    finally:
+        s.stop()

@@ -43,7 +43,8 @@ def test_ring_matches_a_naive_model(samples, capacity, per_sample, top) -> None:
     for depths in window:
         for k, (p, a) in depths.items():
             sums[k] = sums.get(k, 0) + p + a
-    expected = [k for k, _ in sorted(((k, v) for k, v in sums.items() if v),
+    latest = window[-1] if window else {}
+    expected = [k for k, _ in sorted(((k, v) for k, v in sums.items() if v and k in latest),
                                      key=lambda kv: (kv[1], kv[0]), reverse=True)[:top]]
     assert list(ring.busiest(top)) == expected
     series = ring.series(top)
@@ -83,6 +84,16 @@ def test_busiest_forgets_evicted_samples() -> None:
     ring.record(1, [P("new", 1, 0)])
     ring.record(2, [P("new", 1, 0)])
     assert ring.busiest(5) == ("new",)
+
+
+def test_an_emptied_prefix_leaves_the_chart_and_a_filter_narrows_it() -> None:
+    ring = DepthRing(10, 5)
+    ring.record(0, [P("done", 50, 0), P("orders", 1, 0), P("reports", 2, 0)])
+    ring.record(1, [P("done", 0, 0), P("orders", 1, 1), P("reports", 2, 0)])
+    assert ring.busiest(5) == ("reports", "orders")  # "done" holds nothing now
+    assert ring.busiest(5, match=lambda name: "ord" in name) == ("orders",)
+    series = ring.series(5, match=lambda name: name.startswith("rep"))
+    assert series.prefixes == ("reports",) and series.pending["reports"] == [2, 2]
 
 
 def test_capacity_must_be_positive() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from cubequeue.grammar.results import ColumnType, columns
 from cubequeue.server.console.views import (
     CUBE_HEARTBEAT_TIMEOUT_MS,
@@ -64,7 +67,9 @@ def test_items_of_one_prefix_with_ages_and_sizes() -> None:
     rows = [_item(1, "q", value="é" * 3), _item(2, "other"), _item(3, "q", "active", hb=4000)]
     view = items_view(QUEUE_COLS, rows, prefix="q", now_ms=5000, limit=1)
     assert view["total"] == 2 and view["shown"] == 1
-    (item,) = view["items"]  # type: ignore[misc]
+    (first,) = view["items"]  # type: ignore[misc]
+    assert first["id"] == 3  # the active item comes first
+    (_, item) = items_view(QUEUE_COLS, rows, prefix="q", now_ms=5000, limit=2)["items"]  # type: ignore[misc]
     assert item["id"] == 1 and item["age_ms"] == 4000 and item["heartbeat_age_ms"] is None
     assert item["payload_bytes"] == 6  # UTF-8 bytes, not characters
     assert "value" not in item  # payloads only through item_preview
@@ -91,3 +96,25 @@ def test_departures_newest_first_of_one_prefix() -> None:
     everything = departures_view(LOG_COLS, rows, prefix=None, now_ms=1000, limit=2)
     assert [d["id"] for d in everything["departures"]] == [4, 3]  # type: ignore[index]
     assert prefix_of("a:b:q:c") == "a:b:q" and prefix_of("nocolon") == ""
+
+
+item_st = st.tuples(st.integers(0, 3), st.sampled_from(["pending", "active"]),
+                    st.integers(-2, 2), st.sampled_from(["q", "other"]))
+
+
+@settings(deadline=None, max_examples=200)
+@given(specs=st.lists(item_st, max_size=40), limit=st.integers(1, 10))
+def test_items_in_claim_order_as_queue_pending_lists_them(specs, limit) -> None:
+    """Active items first (ascending id, as QUEUE ACTIVE), then pending ones in the order
+    QUEUE PENDING gives (priority descending, older first, then ascending id): the order
+    they will be claimed, whatever order the table hands them in."""
+    rows = [(f"k{qid}", qid, prefix, 1000 + created, status, priority, None, None, "{}",
+             None, None, False, None)
+            for qid, (created, status, priority, prefix) in enumerate(specs, start=1)]
+    mine = [r for r in rows if r[2] == "q"]
+    active = sorted((r for r in mine if r[4] == "active"), key=lambda r: r[1])
+    pending = sorted((r for r in mine if r[4] == "pending"), key=lambda r: (-r[5], r[3], r[1]))
+    expected = [r[1] for r in [*active, *pending]][:limit]
+    view = items_view(QUEUE_COLS, list(reversed(rows)), prefix="q", now_ms=5000, limit=limit)
+    assert [it["id"] for it in view["items"]] == expected  # type: ignore[index]
+    assert view["total"] == len(mine)
