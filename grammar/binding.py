@@ -12,6 +12,10 @@ Binding yields exactly the command the literal text would have produced
 * RESULT slot (ACK): like TEXT, and ``None`` means "no result", as the keyword NULL.
 * ``None`` anywhere else is 22023; a wrong number of values is 08P01
   (:class:`~cubequeue.grammar.errors.ParameterCountMismatch`; each wire words it).
+
+:func:`param_text` is the one spelling of a value as text: a TEXT slot here, and plain
+SQL's parameters from both wires (plain SQL reads its parameters as text, the way the
+PostgreSQL wire's text format delivers them).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from cubequeue.grammar.errors import (
 )
 from cubequeue.grammar.lexical import INT_RANGES, check_int
 
-__all__ = ["INTEGER_CASTS", "BindValue", "bind", "param_slots"]
+__all__ = ["INTEGER_CASTS", "BindValue", "bind", "param_slots", "param_text"]
 
 BindValue = int | str | bool | float | None
 
@@ -190,7 +194,7 @@ def _convert(field: str, param: Param, value: BindValue) -> Any:
             f"null value for parameter ${param.index} is not allowed here ({field})"
         )
     if slot is Slot.TEXT or slot is Slot.RESULT:
-        return _text(value)
+        return param_text(value)
     if slot is Slot.KEY:
         if isinstance(value, str) and param.cast not in INTEGER_CASTS:
             return value  # a path, even when all digits (§8 rule 5)
@@ -198,11 +202,16 @@ def _convert(field: str, param: Param, value: BindValue) -> Any:
     return check_int(_integer(value, param), _INT_FIELD_NAMES[field])
 
 
-def _text(value: int | str | bool | float) -> str:
-    if isinstance(value, str):
+def param_text(value: BindValue | bytes) -> str | None:
+    """``value`` as PostgreSQL prints it: ``true``/``false`` for a bool, decimal text for
+    a number, UTF-8 text for bytes (a WebSocket Binary; bad sequences replaced); NULL
+    stays ``None``."""
+    if value is None or isinstance(value, str):
         return value
-    if isinstance(value, bool):
+    if isinstance(value, bool):  # before int: a bool is an int
         return "true" if value else "false"
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
     return str(value)
 
 

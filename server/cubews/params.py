@@ -13,20 +13,27 @@ the errors keep Cube Store's texts (dialect doc §1.4):
   ``string parameter`` / ``string or integer parameter``
 
 Parameters beyond the last placeholder are ignored, as Cube Store ignores them.
+
+Plain SQL gets the same values as text (:func:`plain_params`): Cube 1.x sends refresh-key
+queries such as ``SELECT … CAST(? as TIMESTAMP)`` with the values in
+``HttpQuery.parameters``, and plain SQL reads its parameters as text, the way the
+PostgreSQL wire's text format delivers them, so both wires answer alike. Statements only a
+pre-aggregation store gets are refused by what they ask for, on both wires, in
+:mod:`cubequeue.server.sql.refusals`: a dialect statement is never checked (its payload
+may mention anything), and neither is a word inside plain SQL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cubequeue.grammar.binding import BindValue, param_text
 from cubequeue.grammar.commands import Param, Slot
 from cubequeue.grammar.errors import InvalidParameterValue
 from cubequeue.server.cubews.messages import ParamType, ParamValue, param_type
 from cubequeue.server.errors import ProtocolViolation
 
-__all__ = ["ws_values"]
-
-BindValue = int | str | bool | float | None
+__all__ = ["plain_params", "ws_values"]
 
 #: the union members each slot accepts, and how Cube Store names the expectation
 _ACCEPTS: dict[Slot, tuple[frozenset[ParamType], str]] = {
@@ -62,3 +69,9 @@ def ws_values(params: Sequence[Param], values: Sequence[ParamValue] | None) -> l
         assert not isinstance(value, bytes)  # no slot accepts Binary
         bound[position] = value
     return bound
+
+
+def plain_params(values: Sequence[ParamValue] | None) -> list[str | None]:
+    """Each ``?`` value as plain SQL reads it (:func:`cubequeue.grammar.binding.param_text`;
+    NULL stays None), in order."""
+    return [param_text(v) for v in values or ()]

@@ -48,10 +48,9 @@ from cubequeue.grammar.errors import QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
-from cubequeue.server.cubews.execute import plain_params
 from cubequeue.server.cubews.frame_sink import Frame, FrameSink
 from cubequeue.server.cubews.messages import HttpMessage, HttpQuery, ParamValue
-from cubequeue.server.cubews.params import ws_values
+from cubequeue.server.cubews.params import plain_params, ws_values
 from cubequeue.server.executor import Origin, WaitFor
 from cubequeue.server.row_sink import StreamedRows
 from cubequeue.server.sql import PlainOutcome, PlainSession

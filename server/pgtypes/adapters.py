@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from functools import lru_cache
 from typing import Final
 
+from cubequeue.grammar.binding import BindValue
 from cubequeue.grammar.errors import (
     InvalidParameterValue,
     InvalidTextRepresentation,
@@ -56,7 +57,8 @@ __all__ = [
     "row_dumper",
 ]
 
-ParamValue = str | int | bool | float | None
+#: what a loader returns: the values :func:`cubequeue.grammar.bind` takes
+ParamValue = BindValue
 Dumper = Callable[[object], bytes]
 Loader = Callable[[bytes], ParamValue]
 RowDumper = Callable[[Sequence[Value]], tuple[bytes | None, ...]]

@@ -35,6 +35,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cubequeue.grammar import bind, first_word, split_statements
+from cubequeue.grammar.binding import param_text
 from cubequeue.grammar.commands import Command
 from cubequeue.grammar.errors import (
     FeatureNotSupported,
@@ -55,7 +56,6 @@ from cubequeue.server.executor import (
     ends_block,
     plain_outcome,
 )
-from cubequeue.server.pgtypes.adapters import ParamValue
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import AUTH_METHODS, Exchange, make_exchange
 from cubequeue.server.pgwire.client import BackendDecoder
@@ -725,7 +725,7 @@ class PgSession:
                 portal.rows = []
             else:
                 answer = self.executor.plain(stmt.sql, self._session(),
-                                             [_as_text(v) for v in portal.params],
+                                             [param_text(v) for v in portal.params],
                                              origin=self.origin)
                 if isinstance(answer, PlainWait):
                     return self._execute_plain_wait(portal, answer, msg.max_rows)
@@ -842,15 +842,6 @@ def _split(sql: str) -> tuple[str, ...]:
     if len(sql) <= _SPLIT_CACHE_MAX_LEN:
         return _split_cached(sql)
     return tuple(split_statements(sql))
-
-
-def _as_text(value: ParamValue) -> str | None:
-    """Plain SQL takes parameters as text, the way PostgreSQL would print them."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 #: each action of the transition table → the method that performs it

@@ -9,8 +9,7 @@ import pytest
 from cubequeue.grammar import bind, param_slots, parse
 from cubequeue.grammar.commands import CacheSet, QueueAck, QueueGet
 from cubequeue.grammar.errors import InvalidParameterValue
-from cubequeue.server.cubews.execute import plain_params
-from cubequeue.server.cubews.params import ws_values
+from cubequeue.server.cubews.params import plain_params, ws_values
 from cubequeue.server.errors import ProtocolViolation
 
 
