@@ -411,8 +411,31 @@ def _help_text(opt: Option) -> str:
     elif opt.is_bool:
         parts.append("default: " + ("on" if default else "off"))
     else:
-        parts.append(f"default: {default}" + (f" {opt.unit}" if opt.unit else ""))
+        parts.append("default: " + in_units(default, opt.unit))
     return "; ".join(parts).replace("%", "%%")
+
+
+_BINARY_UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
+_DURATIONS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s"))
+
+
+def in_units(value: object, unit: str) -> str:
+    """A default as a person reads it: ``67108864`` bytes is ``64 MiB``, ``60000`` ms is
+    ``1 min``; a value a larger unit does not divide exactly keeps the smaller one."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return f"{value} {unit}".rstrip()
+    if unit == "bytes":
+        for size, name in _BINARY_UNITS:
+            if value % size == 0:
+                return f"{value // size} {name}"
+        return f"{value} bytes"
+    if unit in ("ms", "s"):
+        ms = value if unit == "ms" else value * 1000
+        for size, name in _DURATIONS:
+            if ms % size == 0:
+                return f"{ms // size} {name}"
+        return f"{value} {unit}"
+    return f"{value} {unit}".rstrip()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,6 +15,7 @@ from cubequeue.server.options import (
     ConfigError,
     Option,
     build_parser,
+    in_units,
     load_config,
     read_users_file,
 )
@@ -362,8 +363,18 @@ def test_help_names_every_flag_env_and_default() -> None:
         help_text = " ".join(raw.split())
         expected = (opt.default_help if opt.default_help
                     else "off" if opt.default is False
-                    else "none" if opt.default is None else str(opt.default))
+                    else "none" if opt.default is None else in_units(opt.default, opt.unit))
         assert f"default: {expected}" in help_text.replace("%%", "%")
+
+
+@pytest.mark.parametrize(("value", "unit", "shown"), [
+    (67108864, "bytes", "64 MiB"), (65536, "bytes", "64 KiB"), (200, "bytes", "200 bytes"),
+    (1 << 32, "bytes", "4 GiB"), (1536, "bytes", "1536 bytes"), (60000, "ms", "1 min"),
+    (1500, "ms", "1500 ms"), (10, "s", "10 s"), (600, "s", "10 min"), (3600, "s", "1 h"),
+    (0, "ms", "0 ms"), (100, "", "100"), (7, "keys", "7 keys"),
+])
+def test_help_shows_sizes_and_durations_in_units(value: int, unit: str, shown: str) -> None:
+    assert in_units(value, unit) == shown
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
