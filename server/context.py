@@ -64,6 +64,8 @@ class _Observer:
 
     def connection_closed(self, protocol: str) -> None: ...
 
+    def connection_refused(self, cap: str) -> None: ...
+
 
 class ConnectionRegistry:
     def __init__(
@@ -93,6 +95,7 @@ class ConnectionRegistry:
         """Admit a socket that has not authenticated yet (counted only against
         ``--max-unauthenticated-connections``), or raise 53300 naming that cap."""
         if len(self._pending) >= self._max_pending:
+            self._refused("max_unauthenticated_connections")
             raise TooManyConnections(
                 "sorry, too many connections waiting to authenticate "
                 f"(--max-unauthenticated-connections is {self._max_pending})"
@@ -121,14 +124,20 @@ class ConnectionRegistry:
 
     def _check_caps(self, user: str | None) -> None:
         if len(self._open) >= self._max:
+            self._refused("max_connections")
             raise TooManyConnections(
                 f"sorry, too many clients already (--max-connections is {self._max})"
             )
         if user is not None and self._per_user[user] >= self._max_per_user:
+            self._refused("max_connections_per_user")
             raise TooManyConnections(
                 f'too many connections for role "{user}" '
                 f"(--max-connections-per-user is {self._max_per_user})"
             )
+
+    def _refused(self, cap: str) -> None:
+        if self._metrics is not None:
+            self._metrics.connection_refused(cap)
 
     def _admit(self, info: ConnectionInfo) -> None:
         self._open[info.id] = info

@@ -11,12 +11,18 @@ Two kinds of numbers:
 Each :class:`Metrics` owns its ``CollectorRegistry`` (no prometheus-client globals), so two
 servers in one process, or a test, never see each other's counts.
 
-Label cardinality is capped: per-prefix gauges keep the ``MAX_PREFIX_LABELS`` largest
-prefixes (pending + active) and sum the rest under ``prefix="__other__"``; command names
-beyond ``MAX_COMMAND_LABELS`` distinct values are counted as ``command="__other__"``.
+Label cardinality is capped: per-prefix gauges keep the ``MAX_PREFIX_LABELS`` deepest
+prefixes (pending + active) and fold the rest into ``prefix="__other__"``. A scrape over
+HTTP (:meth:`Metrics.scrape`) reads the prefixes in slices of ``walk_slice``, letting the
+event loop serve other clients between slices, so no turn of the loop grows with the number
+of prefixes; only the deepest ones are kept while it walks. The ``command`` label is the
+parsed command's name or a PostgreSQL verb (:func:`command_label`), fewer than
+``MAX_COMMAND_LABELS`` values in all: a client inventing first words gets
+``command="unknown"``, not a label value (and a 24-series histogram) per word.
 Label values are capped in bytes too (``--max-metrics-label-bytes``): a longer one is cut
-at a character boundary and ends in ``...``, and prefixes that become equal are summed, so
-30 prefixes of 1 MiB make a scrape of a few kilobytes, not 60 MiB.
+at a character boundary and ends in ``...`` (once per prefix name: the cut is kept), and
+prefixes that become equal are summed, so 30 prefixes of 1 MiB make a scrape of a few
+kilobytes, not 60 MiB.
 
 The exposition (:meth:`Metrics.render_for`) adds the standard ``process_*`` and
 ``python_gc_*`` collectors, leaves out the ``_created`` series (Prometheus ignores them and
@@ -27,11 +33,12 @@ decision (``--metrics-auth``). The names are a stable, versioned list: docs/metr
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import ipaddress
-import threading
+import os
 from bisect import bisect_left
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,6 +57,18 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, generate_latest
 
+from cubequeue.grammar.commands import Command
+from cubequeue.server import __version__
+from cubequeue.storage.capabilities import PoolHealth, ReportsPoolHealth
+from cubequeue.storage.stats import (
+    DEFAULT_STALLED_AFTER_MS,
+    DEPARTURE_REASONS,
+    PrefixCensus,
+    PrefixCounts,
+    PrefixSample,
+    StoreStats,
+)
+
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
 
@@ -59,8 +78,12 @@ __all__ = [
     "MAX_PREFIX_LABELS",
     "METRICS_VERSION",
     "OTHER",
+    "UNKNOWN_COMMAND",
+    "WALK_SLICE",
     "Metrics",
     "Refusal",
+    "capped_prefixes",
+    "command_label",
     "metrics_auth_mode",
     "scrape_refusal",
     "truncate_label",
@@ -76,7 +99,14 @@ _GZIP_LEVEL = 6
 MAX_PREFIX_LABELS = 100
 MAX_COMMAND_LABELS = 200
 OTHER = "__other__"
+#: the ``command`` label of a statement whose first word is no command we know
+UNKNOWN_COMMAND = "unknown"
+#: prefixes read per event-loop turn while a scrape walks them
+WALK_SLICE = 2048
 PROTOCOLS = ("pg", "ws")
+#: the options whose caps refuse connections (``cubequeue_connections_refused``)
+CONNECTION_CAPS = ("max_connections", "max_connections_per_user",
+                   "max_unauthenticated_connections")
 #: queue commands take micro- to milliseconds; RESULT_BLOCKING may wait up to the cap
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
@@ -128,6 +158,141 @@ def truncate_label(value: str, max_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> str:
     return head + TRUNCATED
 
 
+def _dialect_tags() -> frozenset[str]:
+    """Every dialect command's name (``QUEUE ADD``…), from the parsed command classes."""
+    tags: set[str] = set()
+    todo: list[type[Command]] = [Command]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.tag:
+            tags.add(cls.tag)
+    return frozenset(tags)
+
+
+#: PostgreSQL's statement verbs (the first words of its SQL commands): plain SQL is
+#: counted under its verb, answered or refused, since the set is fixed and small
+SQL_VERBS = frozenset((
+    "ABORT", "ALTER", "ANALYZE", "BEGIN", "CALL", "CHECKPOINT", "CLOSE", "CLUSTER",
+    "COMMENT", "COMMIT", "COPY", "CREATE", "DEALLOCATE", "DECLARE", "DELETE", "DISCARD",
+    "DO", "DROP", "END", "EXECUTE", "EXPLAIN", "FETCH", "GRANT", "IMPORT", "INSERT",
+    "LISTEN", "LOAD", "LOCK", "MERGE", "MOVE", "NOTIFY", "PREPARE", "REASSIGN", "REFRESH",
+    "REINDEX", "RELEASE", "RESET", "REVOKE", "ROLLBACK", "SAVEPOINT", "SECURITY", "SELECT",
+    "SET", "SHOW", "START", "TABLE", "TRUNCATE", "UNLISTEN", "UPDATE", "VACUUM", "VALUES",
+    "WITH"))
+#: the executor's names for a statement that did not parse and for an empty one
+_PSEUDO = frozenset(("(parse)", "(empty)"))
+_KNOWN_COMMANDS = _dialect_tags() | SQL_VERBS | _PSEUDO
+assert len(_KNOWN_COMMANDS) < MAX_COMMAND_LABELS, "the command label's values are bounded"
+
+
+def command_label(name: str) -> str:
+    """The ``command`` label of a statement the executor names ``name``: a dialect
+    command's name, a PostgreSQL verb, ``(parse)`` or ``(empty)``; anything else (a
+    first word nobody knows, ``XYZZY0``) is ``unknown``, so junk cannot mint label values."""
+    return name if name in _KNOWN_COMMANDS else UNKNOWN_COMMAND
+
+
+#: one exported prefix row: (label, pending, active, oldest pending age in ms or None,
+#: stalled)
+PrefixRow = tuple[str, int, int, int | None, int]
+
+
+class _Labels:
+    """Prefix names as label values, cut once per name (:func:`truncate_label`): a name
+    the store keeps (one string object for the prefix's life) hashes once, so a 1 MiB
+    name costs one encode, not one per scrape. Bounded: forgotten past ``4 x limit``."""
+
+    __slots__ = ("_cut", "_limit", "_max_bytes")
+
+    def __init__(self, max_bytes: int, limit: int) -> None:
+        self._cut: dict[str, str] = {}
+        self._max_bytes = max_bytes
+        self._limit = 4 * limit + 16
+
+    def __call__(self, prefix: str) -> str:
+        label = self._cut.get(prefix)
+        if label is None:
+            if len(self._cut) >= self._limit:
+                self._cut.clear()
+            label = self._cut[prefix] = truncate_label(prefix, self._max_bytes)
+        return label
+
+
+class _TopPrefixes:
+    """The ``limit`` deepest prefixes of a walk, the rest folded into one row: fed a
+    slice at a time (:data:`~cubequeue.storage.stats.PrefixSample` rows, whose natural
+    order is deepest first, then by name), it keeps at most ``limit`` rows between slices,
+    so its memory and each slice's work are bounded whatever the number of prefixes."""
+
+    __slots__ = ("_folded", "_limit", "_oldest", "_pool", "_sums")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = max(0, limit)
+        self._pool: list[PrefixSample] = []
+        self._sums = [0, 0, 0]  # pending, active, stalled of the folded prefixes
+        self._oldest: int | None = None
+        self._folded = 0
+
+    def add(self, rows: Iterable[PrefixSample]) -> None:
+        pool = self._pool
+        pool.extend(rows)
+        if len(pool) <= self._limit:
+            return
+        pool.sort()
+        rest = pool[self._limit:]
+        del pool[self._limit:]
+        sums, oldest = self._sums, self._oldest
+        for _, _, pending, active, age, stalled in rest:
+            sums[0] += pending
+            sums[1] += active
+            sums[2] += stalled
+            if age is not None and (oldest is None or age > oldest):
+                oldest = age
+        self._oldest = oldest
+        self._folded += len(rest)
+
+    def rows(self, label: Callable[[str], str]) -> list[PrefixRow]:
+        """The kept prefixes deepest first, then ``__other__`` when anything was folded;
+        prefixes whose labels are equal (cut names) are merged into one row."""
+        self._pool.sort()
+        merged: dict[str, list[Any]] = {}
+        for _, prefix, pending, active, age, stalled in self._pool:
+            row = merged.get(name := label(prefix))
+            if row is None:
+                merged[name] = [pending, active, age, stalled]
+                continue
+            row[0] += pending
+            row[1] += active
+            row[2] = _older(row[2], age)
+            row[3] += stalled
+        if self._folded:
+            row = merged.setdefault(OTHER, [0, 0, None, 0])
+            row[0] += self._sums[0]
+            row[1] += self._sums[1]
+            row[2] = _older(row[2], self._oldest)
+            row[3] += self._sums[2]
+        return [(name, p, a, age, st) for name, (p, a, age, st) in merged.items()]
+
+
+def _older(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _samples(prefixes: Sequence[PrefixCountsLike], size: int) -> Iterator[list[PrefixSample]]:
+    """A store's list of prefix counts (the PostgreSQL store's sample, a test's fake) as
+    walk slices."""
+    for start in range(0, len(prefixes), size):
+        out: list[PrefixSample] = []
+        for p in prefixes[start:start + size]:
+            if isinstance(p, PrefixCounts):
+                age, stalled = p.oldest_pending_ms, p.stalled
+            else:
+                age, stalled = None, 0
+            out.append((-(p.pending + p.active), p.prefix, p.pending, p.active, age, stalled))
+        yield out
+
+
 def capped_prefixes(prefixes: Sequence[PrefixCountsLike],
                     limit: int = MAX_PREFIX_LABELS,
                     max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES,
@@ -138,71 +303,123 @@ def capped_prefixes(prefixes: Sequence[PrefixCountsLike],
     only when something was folded into it. Prefixes equal once truncated are summed
     under one label: an exposition may not repeat a label set.
     """
-    ranked = sorted(prefixes, key=lambda p: (-(p.pending + p.active), p.prefix))
-    merged: dict[str, list[int]] = {}
-    for p in ranked[:limit]:
-        counts = merged.setdefault(truncate_label(p.prefix, max_label_bytes), [0, 0])
-        counts[0] += p.pending
-        counts[1] += p.active
-    rest = ranked[limit:]
-    if rest:
-        counts = merged.setdefault(OTHER, [0, 0])
-        counts[0] += sum(p.pending for p in rest)
-        counts[1] += sum(p.active for p in rest)
-    return [(label, pending, active) for label, (pending, active) in merged.items()]
+    top = _TopPrefixes(limit)
+    for part in _samples(prefixes, WALK_SLICE):
+        top.add(part)
+    rows = top.rows(_Labels(max_label_bytes, limit))
+    return [(label, pending, active) for label, pending, active, _, _ in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class _Census:
+    """What one scrape read of the store: its stats and the exported prefix rows."""
+
+    stats: StoreStatsLike
+    rows: list[PrefixRow]
 
 
 class _StoreCollector:
-    """Reads the store at scrape time (prometheus-client custom collector protocol)."""
+    """The store's state (prometheus-client custom collector protocol). A scrape over
+    HTTP hands it a census taken in slices (:meth:`Metrics.scrape`); otherwise (a test,
+    :meth:`Metrics.render_for`) it reads the store at once."""
 
-    def __init__(self, store: StatsSource, max_label_bytes: int) -> None:
+    def __init__(self, store: StatsSource, labels: _Labels, *, limit: int, walk_slice: int,
+                 stalled_after_ms: int) -> None:
         self._store = store
-        self._max_label_bytes = max_label_bytes
+        self._labels = labels
+        self._limit = limit
+        self._walk_slice = walk_slice
+        self._stalled_after_ms = stalled_after_ms
+        #: the census of the scrape being rendered (set and cleared around one render)
+        self.census: _Census | None = None
+
+    def walk(self, stats: StoreStatsLike) -> tuple[_TopPrefixes, Iterator[list[PrefixSample]]]:
+        """The ranking to feed and the slices to feed it (each read when asked for)."""
+        prefixes = stats.prefixes
+        slices = (prefixes.walk(self._walk_slice, self._stalled_after_ms)
+                  if isinstance(prefixes, PrefixCensus)
+                  else _samples(prefixes, self._walk_slice))
+        return _TopPrefixes(self._limit), slices
+
+    def read(self) -> StoreStatsLike:
+        return self._store.stats()
+
+    def census_now(self) -> _Census:
+        stats = self._store.stats()
+        top, slices = self.walk(stats)
+        for part in slices:
+            top.add(part)
+        return _Census(stats, top.rows(self._labels))
 
     def describe(self) -> list[Metric]:
         # Returning descriptions stops the registry from calling collect() at register time.
-        return list(self._families(None))
+        return list(_store_families(None))
 
     def collect(self) -> Iterator[Metric]:
-        return self._families(self._store.stats(), self._max_label_bytes)
+        return _store_families(self.census or self.census_now())
 
-    @staticmethod
-    def _families(stats: StoreStatsLike | None,
-                  max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> Iterator[Metric]:
-        pending = GaugeMetricFamily("cubequeue_queue_pending",
-                                    "Pending queue items per prefix (largest prefixes; the "
-                                    f"rest summed under prefix=\"{OTHER}\")",
-                                    labels=["prefix"])
-        active = GaugeMetricFamily("cubequeue_queue_active",
-                                   "Active (retrieved, not yet acked) queue items per prefix",
-                                   labels=["prefix"])
-        if stats is not None:
-            for prefix, n_pending, n_active in capped_prefixes(
-                    stats.prefixes, max_label_bytes=max_label_bytes):
-                pending.add_metric([prefix], n_pending)
-                active.add_metric([prefix], n_active)
-        yield pending
-        yield active
 
-        def gauge(name: str, doc: str, value: int | None) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, value=None if value is None else float(value))
+_FOLDED = f"; the deepest {MAX_PREFIX_LABELS} prefixes, the rest folded into prefix=\"{OTHER}\""
 
-        s = stats
-        yield gauge("cubequeue_queue_prefixes", "Queue prefixes with at least one item",
-                    None if s is None else len(s.prefixes))
-        yield gauge("cubequeue_queue_items", "Queue items in total (pending + active)",
-                    None if s is None else s.items_total)
-        yield gauge("cubequeue_queue_results", "Stored results waiting to be read or expire",
-                    None if s is None else s.results_total)
-        yield gauge("cubequeue_blocked_waiters", "Connections blocked in RESULT_BLOCKING",
-                    None if s is None else s.waiters)
-        yield gauge("cubequeue_cache_keys", "Cache keys stored",
-                    None if s is None else s.cache_keys)
-        yield gauge("cubequeue_cache_bytes", "Bytes of cache keys and values stored",
-                    None if s is None else s.cache_bytes)
-        yield CounterMetricFamily("cubequeue_cache_evictions",
-                                  "Cache keys evicted by the LRU limits",
-                                  value=None if s is None else float(s.evictions_total))
+
+def _store_families(census: _Census | None) -> Iterator[Metric]:
+    pending = GaugeMetricFamily("cubequeue_queue_pending",
+                                "Pending queue items per prefix (largest prefixes; the "
+                                f"rest summed under prefix=\"{OTHER}\")",
+                                labels=["prefix"])
+    active = GaugeMetricFamily("cubequeue_queue_active",
+                               "Active (retrieved, not yet acked) queue items per prefix",
+                               labels=["prefix"])
+    oldest = GaugeMetricFamily("cubequeue_queue_oldest_pending_age_seconds",
+                               "Age of the oldest pending item per prefix (only prefixes "
+                               "with pending items; the oldest of the folded ones under "
+                               f"prefix=\"{OTHER}\"){_FOLDED}", labels=["prefix"])
+    stalled = GaugeMetricFamily("cubequeue_queue_stalled",
+                                "Active items whose heartbeat is older than the prefix's "
+                                "latest STALLED/TO_CANCEL timeout (else 120 s) per prefix"
+                                f"{_FOLDED}", labels=["prefix"])
+    stats = None if census is None else census.stats
+    if census is not None:
+        for prefix, n_pending, n_active, age_ms, n_stalled in census.rows:
+            pending.add_metric([prefix], n_pending)
+            active.add_metric([prefix], n_active)
+            if age_ms is not None:
+                oldest.add_metric([prefix], max(0, age_ms) / 1000)
+            stalled.add_metric([prefix], n_stalled)
+    yield pending
+    yield active
+    yield oldest
+    yield stalled
+
+    def gauge(name: str, doc: str, value: int | None) -> GaugeMetricFamily:
+        return GaugeMetricFamily(name, doc, value=None if value is None else float(value))
+
+    s = stats
+    yield gauge("cubequeue_queue_prefixes", "Queue prefixes with at least one item",
+                None if s is None else len(s.prefixes))
+    yield gauge("cubequeue_queue_items", "Queue items in total (pending + active)",
+                None if s is None else s.items_total)
+    yield gauge("cubequeue_queue_results", "Stored results waiting to be read or expire",
+                None if s is None else s.results_total)
+    yield gauge("cubequeue_blocked_waiters", "Connections blocked in RESULT_BLOCKING",
+                None if s is None else s.waiters)
+    yield gauge("cubequeue_cache_keys", "Cache keys stored",
+                None if s is None else s.cache_keys)
+    yield gauge("cubequeue_cache_bytes", "Bytes of cache keys and values stored",
+                None if s is None else s.cache_bytes)
+    yield CounterMetricFamily("cubequeue_cache_evictions",
+                              "Cache keys evicted by the LRU limits",
+                              value=None if s is None else float(s.evictions_total))
+    departures = CounterMetricFamily(
+        "cubequeue_queue_departures",
+        "Items that left the queue, by reason (system.queue_log's reasons; the in-memory "
+        "and durable stores count them, a PostgreSQL store's front end does not)",
+        labels=["reason"])
+    counts = s.departures if isinstance(s, StoreStats) else None
+    if counts is not None:
+        for reason in DEPARTURE_REASONS:
+            departures.add_metric([reason], float(counts.get(reason, 0)))
+    yield departures
 
 
 class _DurableCollector:
@@ -247,6 +464,9 @@ class _DurableCollector:
         for kind, size in sorted(by_kind.items()):
             disk.add_metric([kind], float(size))
         yield disk
+        yield GaugeMetricFamily("cubequeue_persist_segments",
+                                "Log segment files in the data directory",
+                                value=float(_log_segments(store.settings.data_dir)))
         snap = store.last_snapshot
         yield GaugeMetricFamily("cubequeue_snapshot_bytes", "Size of the latest snapshot",
                                 value=float(0 if snap is None else snap.bytes))
@@ -275,6 +495,63 @@ class _DurableCollector:
                                     "Records that failed validation at startup (in "
                                     "quarantine/records.jsonl)",
                                     value=float(report.quarantined_records))
+
+
+def _log_segments(data_dir: str) -> int:
+    """The data directory's log segments (a listing of a few names; the store is durable,
+    so its layout module is loaded already)."""
+    from cubequeue.storage.durable import layout
+
+    try:
+        names = os.listdir(data_dir)
+    except OSError:
+        return 0
+    return sum(1 for name in names if (parsed := layout.parse_name(name)) and parsed[0] == "log")
+
+
+class _PoolCollector:
+    """The PostgreSQL store's pool and failures (:class:`ReportsPoolHealth`), read at
+    scrape time: nothing before the store is attached (the server's slot holds no store
+    until it has connected), nothing for a store without a pool."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        source = self._store
+        if not isinstance(source, ReportsPoolHealth):
+            return
+        yield from pool_families(source.pool_health())
+
+
+#: the kinds of failure :class:`PoolHealth` counts, exported as zeros before the first
+POOL_ERROR_KINDS = ("unreachable", "in_doubt", "timeout", "database")
+
+
+def pool_families(health: PoolHealth) -> Iterator[Metric]:
+    yield GaugeMetricFamily("cubequeue_store_connections",
+                            "Connections open from this front end to the queue database",
+                            value=float(health.open))
+    yield GaugeMetricFamily("cubequeue_store_connections_in_use",
+                            "Of those, connections running a statement",
+                            value=float(health.in_use))
+    yield GaugeMetricFamily("cubequeue_store_connections_max",
+                            "The pool's upper bound", value=float(health.max_size))
+    yield GaugeMetricFamily("cubequeue_store_reachable",
+                            "1 while the last attempt to reach a writable queue database "
+                            "succeeded, else 0", value=1.0 if health.reachable else 0.0)
+    errors = CounterMetricFamily(
+        "cubequeue_store_errors",
+        "Statements to the queue database that failed, by kind: unreachable (no writable "
+        "database, never sent), in_doubt (the connection died before the answer), timeout, "
+        "database (an error the database answered)", labels=["kind"])
+    counts: Mapping[str, int] = health.errors
+    for kind in (*POOL_ERROR_KINDS, *sorted(set(counts) - set(POOL_ERROR_KINDS))):
+        errors.add_metric([kind], float(counts.get(kind, 0)))
+    yield errors
 
 
 class _WithoutCreated:
@@ -383,9 +660,14 @@ class Metrics:
     """The server's metrics; every method is cheap and safe from any thread."""
 
     def __init__(self, store: StatsSource, *,
-                 max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> None:
+                 max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES,
+                 prefix_limit: int = MAX_PREFIX_LABELS,
+                 walk_slice: int = WALK_SLICE,
+                 stalled_after_ms: int = DEFAULT_STALLED_AFTER_MS) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._max_label_bytes = max_label_bytes
+        Gauge("cubequeue_build_info", "Always 1; the version label says which cubequeue "
+              "serves", ["version"], registry=self.registry).labels(__version__).set(1)
         self._connections = Gauge("cubequeue_connections_open",
                                   "Open client connections by protocol (pg or ws)",
                                   ["protocol"], registry=self.registry)
@@ -400,16 +682,25 @@ class Metrics:
             ["reason"], registry=self.registry)
         for reason in ("origin", "host"):
             self._http_refusals.labels(reason)
+        self._refused = Counter("cubequeue_connections_refused",
+                                "Connections refused with 53300, by the cap that refused "
+                                "them (the option's name)", ["cap"], registry=self.registry)
+        for cap in CONNECTION_CAPS:
+            self._refused.labels(cap)
         self._commands = _CommandCollector()
         self.registry.register(self._commands)
         for protocol in PROTOCOLS:  # export zeros before the first connection
             self._connections.labels(protocol)
             self._connections_total.labels(protocol)
-        self._command_names: dict[str, str] = {}
         self._tallies: dict[tuple[str, str], _Tally] = {}
-        self._lock = threading.Lock()
-        self.registry.register(_StoreCollector(store, max_label_bytes))
+        self._labels = _Labels(max_label_bytes, prefix_limit)
+        self._store = _StoreCollector(store, self._labels, limit=prefix_limit,
+                                      walk_slice=max(1, walk_slice),
+                                      stalled_after_ms=stalled_after_ms)
+        self._census_task: asyncio.Task[_Census] | None = None
+        self.registry.register(self._store)
         self.registry.register(_DurableCollector(store))
+        self.registry.register(_PoolCollector(store))
         ProcessCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         self._exposed = _WithoutCreated(self.registry)
@@ -420,6 +711,10 @@ class Metrics:
 
     def connection_closed(self, protocol: str) -> None:
         self._connections.labels(protocol).dec()
+
+    def connection_refused(self, cap: str) -> None:
+        """Count one connection refused by a connection cap (server/context.py)."""
+        self._refused.labels(cap).inc()
 
     def http_refused(self, reason: str) -> None:
         """Count one request refused by the Origin or Host rule (server/browsers.py)."""
@@ -438,21 +733,47 @@ class Metrics:
         latency.buckets[bisect_left(_BOUNDS, seconds)] += 1
 
     def _tally(self, name: str, outcome: str) -> _Tally:
-        tally = self._commands.tally(self._command_label(name), outcome)
+        tally = self._commands.tally(command_label(name), outcome)
         if len(self._tallies) < MAX_COMMAND_LABELS * 8:
             self._tallies[(name, outcome)] = tally
         return tally
 
-    def _command_label(self, name: str) -> str:
-        label = self._command_names.get(name)
-        if label is not None:
-            return label
-        with self._lock:
-            if len(self._command_names) < MAX_COMMAND_LABELS:
-                label = truncate_label(name, self._max_label_bytes)
-                self._command_names[name] = label
-                return label
-        return OTHER
+    async def scrape(self, accept: str, accept_encoding: str
+                     ) -> tuple[bytes, list[tuple[str, str]]]:
+        """``GET /metrics`` (:meth:`render_for`'s answer) without holding the event loop:
+        the store's prefixes are read in slices of ``walk_slice``, one per loop turn,
+        keeping only the deepest; the families are then built from that census. Scrapes
+        that arrive while a census is taken share it."""
+        census = await self._census()
+        self._store.census = census
+        try:
+            return self.render_for(accept, accept_encoding)
+        finally:
+            self._store.census = None
+
+    async def _census(self) -> _Census:
+        task = self._census_task
+        if task is None:
+            task = self._census_task = asyncio.get_running_loop().create_task(
+                self._take_census(), name="metrics-census")
+            task.add_done_callback(self._census_taken)
+        # a scrape whose client leaves does not cancel the census the others wait for
+        return await asyncio.shield(task)
+
+    def _census_taken(self, task: asyncio.Task[_Census]) -> None:
+        if self._census_task is task:
+            self._census_task = None
+        if not task.cancelled():
+            task.exception()  # retrieved: the scrapes that awaited it raised it
+
+    async def _take_census(self) -> _Census:
+        store = self._store
+        stats = store.read()
+        top, slices = store.walk(stats)
+        for part in slices:  # each slice is read from the store when asked for
+            top.add(part)
+            await asyncio.sleep(0)
+        return _Census(stats, top.rows(self._labels))
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text body and its Content-Type (no negotiation)."""

@@ -29,6 +29,7 @@ from sortedcontainers import SortedDict, SortedList
 
 from cubequeue.grammar.results import Row
 from cubequeue.storage.queue_item import ID_MASK, Item, pack, unpack_time
+from cubequeue.storage.stats import PrefixSample
 
 __all__ = ["PrefixState", "Prefixes"]
 
@@ -222,6 +223,17 @@ class PrefixState:
         for key in self.by_orphaned.irange(None, pack(now, 0), (True, False)):
             yield key & ID_MASK
 
+    def sample(self, now: int, stalled_after_ms: int) -> PrefixSample:
+        """This prefix for ``/metrics`` (:meth:`.stats.PrefixCensus.walk`): O(log n)."""
+        pending, active = len(self.pending), len(self.active)
+        oldest = now - unpack_time(self.by_created[0]) if pending else None
+        stalled = 0
+        if active:
+            timeouts = self.last_to_cancel
+            after = stalled_after_ms if timeouts is None or timeouts[0] is None else timeouts[0]
+            stalled = self.heartbeats.bisect_left(pack(now - after, 0))
+        return (-(pending + active), self.prefix, pending, active, oldest, stalled)
+
     def summary_row(self, now: int) -> Row:
         """One ``system.queue_prefixes`` row (§8 rule 11)."""
         oldest = now - unpack_time(self.by_created[0]) if self.by_created else None
@@ -272,6 +284,14 @@ class Prefixes:
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def states(self) -> list[PrefixState]:
+        """The live states now, in no particular order (a C-level copy: O(P) but fast)."""
+        return list(self._states.values())
+
+    def holds(self, state: object) -> bool:
+        """``state`` is still one of these (not dropped, nor truncated away)."""
+        return isinstance(state, PrefixState) and self._states.get(state.prefix) is state
 
     def sorted(self) -> list[PrefixState]:
         return [self._states[p] for p in sorted(self._states)]

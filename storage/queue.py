@@ -49,6 +49,7 @@ from cubequeue.storage.record_kinds import (
     RESULT_PUT,
     TRUNCATE,
 )
+from cubequeue.storage.stats import DepartureCounts
 from cubequeue.storage.waiters import Waiters
 
 
@@ -90,6 +91,7 @@ class QueueState:
         "_purges",
         "_result_expiry",
         "deferred",
+        "departed",
         "journal",
         "log",
         "post_commit",
@@ -113,6 +115,8 @@ class QueueState:
         self.results = Results()
         self.waiters = Waiters()
         self.log = DepartureLog(queue_log_size)
+        #: every departure counted by reason (``cubequeue_queue_departures``)
+        self.departed = DepartureCounts()
         # two heaps: results expire minutes after their ACK, items hours after their ADD,
         # so in one heap every result would sift up past the items (O(log n) cache misses)
         self._item_expiry = ExpiryHeap(self._item_live)
@@ -366,6 +370,7 @@ class QueueState:
             self._item_expiry.note_dead()
         departure = Departure.of(item, reason, now, bulk)
         self.log.record(departure)
+        self.departed.add(reason)
         hook = self._on_departure
         if hook is not None:
             self.post_commit.append(partial(hook, departure))
@@ -480,6 +485,7 @@ class QueueState:
         self._backlog = False
         count -= self._hidden  # purged items not released yet left clients already
         self._purges, self._hidden, self._hiding = [], 0, False
+        self.departed.add("truncated", count)
         if count or results:
             self.deferred.push(partial(self._release, old, now))
             _log.info("QUEUE TRUNCATE: %d items and %d results removed", count, results,
@@ -526,6 +532,7 @@ class QueueState:
             self.journal.append((PURGE, "queue", prefix, status, self._next_id))
         self._release_prefix(state)
         self._purges.append(detached)
+        self.departed.add("purged", detached.count)
         self._hidden += detached.count
         self._hiding = True
         self.deferred.push(partial(self._release_purge, detached, now))

@@ -69,7 +69,7 @@ from cubequeue.storage.queue_tables import (
     queue_stream,
 )
 from cubequeue.storage.record_kinds import CACHE_PUT, RESULT_PUT
-from cubequeue.storage.stats import PrefixCounts, StoreStats
+from cubequeue.storage.stats import PrefixCensus, StoreStats
 from cubequeue.storage.waiters import Callback, Waiter
 
 __all__ = ["Store"]
@@ -363,7 +363,7 @@ class Store:
             if table == "cache":
                 return self._cache.system_rows()
             if table == "queue_prefixes":
-                return queue_prefixes_table(self._queue, now)
+                return queue_prefixes_table(self._queue, now, self.limits.work_budget)
             if table == "queue_log":
                 return self._queue.log.table()
         finally:
@@ -388,17 +388,21 @@ class Store:
         self._commit()
         self._cache.sweep()
         queue = self._queue
+
+        def live(state: object) -> bool:  # TRUNCATE swaps the map: read it at each call
+            return queue.prefixes.holds(state)
+
         return StoreStats(
-            prefixes=[
-                PrefixCounts(s.prefix, s.pending_count, s.active_count)
-                for s in queue.prefixes.sorted()
-            ],
+            # read when asked: its length at once, its rows in slices (/metrics) or whole
+            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.states(), live,
+                                  self.clock),
             items_total=len(queue),
             results_total=len(queue.results),
             waiters=queue.waiters.count,
             cache_keys=self._cache.keys,
             cache_bytes=self._cache.bytes,
             evictions_total=self._cache.evictions_total,
+            departures=queue.departed.snapshot(),
         )
 
 

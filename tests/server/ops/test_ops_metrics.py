@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cubequeue.server.metrics import MAX_COMMAND_LABELS, MAX_PREFIX_LABELS, OTHER, Metrics
+from cubequeue.server.metrics import (
+    MAX_COMMAND_LABELS,
+    MAX_PREFIX_LABELS,
+    OTHER,
+    UNKNOWN_COMMAND,
+    Metrics,
+)
 from cubequeue.storage.stats import PrefixCounts, StoreStats
 
 
@@ -117,18 +123,28 @@ def test_no_other_label_when_under_the_cap() -> None:
     assert (("cubequeue_queue_pending", (("prefix", OTHER),))) not in samples(m)
 
 
-def test_command_label_cardinality_capped() -> None:
+def test_junk_first_words_are_one_label_value() -> None:
+    """Issue 27: 300 statements ``XYZZY0 1``... made 200 label values (the old cap), each
+    with a 24-series histogram. A word that names no command is ``unknown``; the parsed
+    command names and PostgreSQL's verbs keep their own label."""
     m = Metrics(FakeStore())
-    for i in range(MAX_COMMAND_LABELS + 10):
-        m.observe_command(f"C{i}", "ok", 0.001)
+    for i in range(300):
+        m.observe_command(f"XYZZY{i}", "0A000", 0.001)
+    m.observe_command("QUEUE ADD", "ok", 0.001)
+    m.observe_command("SELECT", "ok", 0.001)
+    m.observe_command("DELETE", "0A000", 0.001)
+    m.observe_command("(parse)", "42601", 0.001)
     got = samples(m)
     names = {dict(labels)["command"] for (name, labels) in got
              if name == "cubequeue_commands_total"}
-    assert len(names) == MAX_COMMAND_LABELS + 1
-    assert got[("cubequeue_commands_total", (("command", OTHER), ("outcome", "ok")))] == 10
-    # a name seen before the cap keeps its own label
-    m.observe_command("C0", "ok", 0.001)
-    assert value(m, "cubequeue_commands_total", command="C0", outcome="ok") == 2
+    assert names == {UNKNOWN_COMMAND, "QUEUE ADD", "SELECT", "DELETE", "(parse)"}
+    assert got[("cubequeue_commands_total",
+                (("command", UNKNOWN_COMMAND), ("outcome", "0A000")))] == 300
+    histograms = {dict(labels)["command"] for (name, labels) in got
+                  if name == "cubequeue_command_duration_seconds_count"}
+    assert histograms == names
+    assert len(names) < MAX_COMMAND_LABELS
+    assert OTHER not in names
 
 
 def test_registries_are_separate() -> None:

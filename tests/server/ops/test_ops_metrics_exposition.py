@@ -26,6 +26,7 @@ from cubequeue.server.metrics import (
     truncate_label,
 )
 from cubequeue.server.pytest_plugin import CubequeueServer
+from cubequeue.storage.stats import DEPARTURE_REASONS, PrefixCounts, StoreStats
 
 OPENMETRICS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-"
                       "text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
@@ -196,11 +197,13 @@ _ROW = re.compile(r"^\| `([a-z_]+)` \| (\w+) \|([^|]*)\|", re.MULTILINE)
 
 
 def _documented() -> dict[str, tuple[str, frozenset[str]]]:
-    """Every documented metric but the durable mode's own section, which an in-memory
-    store does not serve (tests/storage/durable/test_durable_metrics.py checks that section)."""
+    """Every documented metric but the durable mode's and the PostgreSQL store's own
+    sections, which an in-memory store does not serve (tests/storage/durable/
+    test_durable_metrics.py and test_ops_metrics_store.py check those)."""
     text = DOC.read_text()
-    head, durable = text.split("## Durable mode metrics", 1)
-    text = head + "## " + durable.split("\n## ", 1)[1]
+    for section in ("## Durable mode metrics", "## PostgreSQL store metrics"):
+        head, rest = text.split(section, 1)
+        text = head + "## " + rest.split("\n## ", 1)[1]
     out = {}
     for name, kind, labels in _ROW.findall(text):
         out[name] = (kind, frozenset(re.findall(r"`([a-z_]+)`", labels.split("(")[0])))
@@ -208,7 +211,10 @@ def _documented() -> dict[str, tuple[str, frozenset[str]]]:
 
 
 def _served() -> dict[str, tuple[str, frozenset[str]]]:
-    metrics = Metrics(FakeStore(Stats(prefixes=[Prefix("q", 1)])))
+    # every family with a sample, so that its labels show
+    stats = StoreStats(prefixes=[PrefixCounts("q", 1, 1, 5000, 1)],
+                       departures=dict.fromkeys(DEPARTURE_REASONS, 0))
+    metrics = Metrics(FakeStore(stats))  # type: ignore[arg-type]
     metrics.observe_command("QUEUE ADD", "ok", 0.001)
     body, _ = metrics.render_for("application/openmetrics-text", "")
     out = {}
