@@ -78,9 +78,20 @@ def queue_results_table(state: QueueState) -> ResultSet:
     return ResultSet(QUEUE_RESULTS_COLUMNS, rows)
 
 
-def queue_prefixes_table(state: QueueState, now: int) -> ResultSet:
+def queue_prefixes_table(state: QueueState, now: int, slice_rows: int) -> ResultSet | RowStream:
     """One row per prefix holding items or results, ordered by prefix. The ages are
     ``now`` minus the oldest pending item's ``created`` and minus the stalest active
-    item's heartbeat; NULL when there is no such item."""
-    rows = [prefix.summary_row(now) for prefix in state.prefixes.sorted()]
-    return ResultSet(QUEUE_PREFIXES_COLUMNS, rows)
+    item's heartbeat; NULL when there is no such item. Like :func:`queue_stream`, more
+    prefixes than one slice are a stream that knows its length before a row is built
+    (or the prefixes sorted), so ``--max-sql-rows`` refuses it first."""
+    count = len(state.prefixes)
+    if count <= slice_rows:
+        rows = [prefix.summary_row(now) for prefix in state.prefixes.sorted()]
+        return ResultSet(QUEUE_PREFIXES_COLUMNS, rows)
+    return RowStream(QUEUE_PREFIXES_COLUMNS, _prefix_slices(state, now, slice_rows), count)
+
+
+def _prefix_slices(state: QueueState, now: int, slice_rows: int) -> Iterator[list[Row]]:
+    prefixes = state.prefixes.sorted()
+    for start in range(0, len(prefixes), slice_rows):
+        yield [prefix.summary_row(now) for prefix in prefixes[start:start + slice_rows]]

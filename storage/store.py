@@ -351,8 +351,9 @@ class Store:
 
     def system_table(self, name: str) -> ResultSet | RowStream:
         """The live rows of ``system.<name>`` (§8 rule 11); see
-        :data:`~cubequeue.storage.system_schemas.SYSTEM_TABLES`. ``system.queue`` larger
-        than one work budget is a :class:`RowStream` that knows its length."""
+        :data:`~cubequeue.storage.system_schemas.SYSTEM_TABLES`. ``system.queue`` or
+        ``system.queue_prefixes`` larger than one work budget is a :class:`RowStream`
+        that knows its length."""
         table = name.lower().removeprefix("system.")
         now = self._begin()
         try:
