@@ -54,6 +54,69 @@ class _Closable(Protocol):
     async def wait_closed(self) -> None: ...
 
 
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` to the hard limit, as Redis does at start (each
+    connection takes a descriptor, and a shell's default soft limit is often 1024):
+    the limit before and after."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard:
+        return soft, soft
+    targets = [hard] if hard != resource.RLIM_INFINITY else []
+    targets += [n for n in (_kernel_nr_open(), 1 << 20, 10_240) if n is not None]
+    for target in targets:  # an unlimited hard limit still has the kernel's ceiling
+        if soft != resource.RLIM_INFINITY and target <= soft:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            continue
+        return soft, target
+    return soft, soft
+
+
+def _kernel_nr_open() -> int | None:
+    try:
+        with open("/proc/sys/fs/nr_open", encoding="ascii") as file:
+            return int(file.read())
+    except (OSError, ValueError):
+        return None
+
+
+def log_descriptor_room(config: Config, before: int, after: int) -> None:
+    """Say at start how many connections the descriptors allow, both ports together
+    (the accept loop keeps :func:`~.pgwire.acceptor.reserve` of them back)."""
+    import resource
+
+    from cubequeue.server.pgwire.acceptor import reserve
+
+    if after == resource.RLIM_INFINITY:
+        _log.info("file descriptors: no limit")
+        return
+    raised = f", raised from {before} to the hard limit" if after != before else ""
+    used = _descriptors_in_use()
+    room = after - used - reserve(after)
+    _log.info("file descriptors allow %d connections on both ports (limit %d%s; %d in "
+              "use, %d kept in reserve)", room, after, raised, used, reserve(after))
+    wanted = config.max_connections + config.max_unauthenticated_connections
+    if room < wanted:
+        _log.warning("file descriptors allow only %d connections, fewer than "
+                     "--max-connections (%d) plus --max-unauthenticated-connections (%d): "
+                     "beyond them new connections wait; raise the hard limit (ulimit -Hn, "
+                     "docker run --ulimit nofile=N)", room, config.max_connections,
+                     config.max_unauthenticated_connections)
+
+
+def _descriptors_in_use() -> int:
+    try:
+        return len(os.listdir(_FD_DIR)) - 1  # less the listing's own
+    except OSError:
+        probe = os.open(os.devnull, os.O_RDONLY)  # the lowest free number
+        os.close(probe)
+        return probe
+
+
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -113,10 +176,11 @@ def open_doors(config: Config) -> list[str]:
 
 class _DescriptorAlarm:
     """Running out of file descriptors, logged at ERROR at most once a minute with a
-    count. asyncio reports a failed accept (EMFILE, ENFILE) to the loop's exception
-    handler, retrying every second; uvloop (libuv) reports nothing and drops the
-    connection, so :meth:`watch` also compares the open descriptors with the limit
-    once a second. Any other exception goes to asyncio's default handler."""
+    count. The PostgreSQL accept loop reports a shortage itself (:meth:`alarm`, and it
+    waits); for the HTTP port asyncio reports a failed accept (EMFILE, ENFILE) to the
+    loop's exception handler, retrying every second, while uvloop (libuv) reports nothing
+    and drops the connection, so :meth:`watch` also compares the open descriptors with the
+    limit once a second. Any other exception goes to asyncio's default handler."""
 
     INTERVAL_S = 60.0
     WATCH_S = 1.0
@@ -141,8 +205,9 @@ class _DescriptorAlarm:
             self._missed += 1
             return
         more = f" ({self._missed} more since the last line)" if self._missed else ""
-        _log.error("out of file descriptors, new connections are refused: %s%s; raise the "
-                   "limit (ulimit -n) or lower --max-connections and "
+        _log.error("out of file descriptors: %s%s; new PostgreSQL connections wait in the "
+                   "listen backlog (silent ones are closed first), HTTP ones are refused; "
+                   "raise the limit (ulimit -n) or lower --max-connections and "
                    "--max-unauthenticated-connections", reason, more)
         self._last, self._missed = now, 0
 
@@ -221,8 +286,9 @@ def build_context(config: Config) -> ServerContext:
 
 async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | None = None) -> None:
     from cubequeue.server.http import start_http_server
-    from cubequeue.server.pgwire.listener import start_pg_server, start_unix_server
+    from cubequeue.server.pgwire.listener import start_pg_server
 
+    limits = raise_descriptor_limit()
     ctx = build_context(config)
     loop = asyncio.get_running_loop()
     descriptors = _DescriptorAlarm(loop.time)
@@ -243,11 +309,13 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
         stopped.cancel()
         watcher.cancel()
         opening.result()  # StartupRefused: one line and exit 2 (run), nothing was bound
-    pg_server = await start_pg_server(ctx)
-    unix_server = None
-    if config.unix_socket_dir is not None:
-        unix_server = await start_unix_server(ctx, config.unix_socket_dir)
-    http_server = await start_http_server(ctx)
+    pg_server = await start_pg_server(ctx, on_shortage=descriptors.alarm)
+    try:
+        http_server = await start_http_server(ctx)
+    except BaseException:
+        pg_server.close()
+        raise
+    log_descriptor_room(config, *limits)
     for warning in open_doors(config):
         _log.warning("%s", warning)
     if not opening.done():
@@ -257,8 +325,6 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     if not opening.done() or opening.exception() is not None:
         opening.cancel()
         watcher.cancel()
-        if unix_server is not None:
-            unix_server.close()
         await _shutdown(ctx, pg_server, http_server, None)
         if opening.done() and not opening.cancelled():
             opening.result()  # raises StartupRefused: one line and exit 2 (run)
@@ -268,9 +334,10 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     gc.collect()
     gc.freeze()
     heap_task = loop.create_task(run_heap_policy(lambda: _store_rows(ctx), ctx.heap))
+    unix = f" and {pg_server.unix_path}" if pg_server.unix_path else ""
     _log.info(
-        "cubequeue %s listening: postgres on %s:%d, http/ws on %s:%d%s",
-        ctx.version, config.host, config.port, config.host, config.http_port,
+        "cubequeue %s listening: postgres on %s:%d%s, http/ws on %s:%d%s",
+        ctx.version, config.host, config.port, unix, config.host, config.http_port,
         " (test clock enabled)" if config.test_clock else "",
     )
     if on_ready is not None:
@@ -282,8 +349,6 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     finally:
         watcher.cancel()
         heap_task.cancel()
-        if unix_server is not None:
-            unix_server.close()
         await _shutdown(ctx, pg_server, http_server, stop)
 
 
@@ -302,7 +367,7 @@ def _store_rows(ctx: ServerContext) -> int | None:
 
 
 async def _shutdown(
-    ctx: ServerContext, pg_server: asyncio.AbstractServer, http_server: _Closable,
+    ctx: ServerContext, pg_server: _Closable, http_server: _Closable,
     again: asyncio.Event | None = None,
 ) -> None:
     grace = ctx.config.shutdown_grace

@@ -24,12 +24,18 @@ lives here too:
 * a connection that has not finished startup and authentication within
   :data:`AUTHENTICATION_TIMEOUT_S` (PostgreSQL's ``authentication_timeout``) is closed,
   and one that sent nothing at all within ``--startup-timeout`` is closed sooner;
-* until it authenticates, a connection counts only against
-  ``--max-unauthenticated-connections``; the user's caps apply once it has logged in,
-  so silent or failing logins cannot lock the real user out;
+* a message whose first bytes arrived must be whole within ``--message-timeout``, or
+  the connection gets FATAL 08P01 and is closed: the timer is armed only when a read
+  ends inside a message, and its clock stops while reading is paused here;
+* accepting is the :class:`~.acceptor.Admission`'s: until it authenticates, a
+  connection counts only against ``--max-unauthenticated-connections``, and a burst past
+  that cap waits in the listen backlog while the oldest silent connection is closed for
+  it; the user's caps apply once it has logged in, so silent or failing logins cannot
+  lock the real user out;
 * ``--tls-required``: a startup packet in plaintext is refused with 28000, as a
   PostgreSQL server whose pg_hba.conf has only ``hostssl`` lines answers;
-* ``--unix-socket-dir``: the same protocol on ``DIR/.s.PGSQL.<port>``;
+* ``--unix-socket-dir``: the same protocol on ``DIR/.s.PGSQL.<port>``, removed again
+  when the listener closes;
 * on shutdown every connection gets FATAL 57P01 and is closed.
 """
 
@@ -39,10 +45,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 import ssl
-import stat
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, cast
 
 from cubequeue.grammar.errors import QueueError
@@ -55,6 +61,14 @@ from cubequeue.server.errors import (
 )
 from cubequeue.server.executor import BlockingWait, WaitFor
 from cubequeue.server.pgwire import messages as m
+from cubequeue.server.pgwire.acceptor import (
+    Admission,
+    Admitted,
+    bind_tcp,
+    bind_unix,
+    file_id,
+    listen_backlog,
+)
 from cubequeue.server.pgwire.codec import Decoder, FramingError
 from cubequeue.server.pgwire.errors import InvalidAuthorizationSpecification
 from cubequeue.server.pgwire.session import PgSession
@@ -65,9 +79,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTHENTICATION_TIMEOUT_S",
+    "PgListener",
     "PgProtocol",
     "start_pg_server",
-    "start_unix_server",
     "unix_socket_path",
 ]
 
@@ -94,10 +108,14 @@ class _Fatal:
         self.error = error
 
 
-class PgProtocol(asyncio.Protocol):
-    def __init__(self, ctx: ServerContext, tls: ssl.SSLContext | None) -> None:
+class PgProtocol(Admitted):
+    def __init__(
+        self, ctx: ServerContext, tls: ssl.SSLContext | None,
+        admission: Admission | None = None,
+    ) -> None:
         self.ctx = ctx
         self.tls = tls
+        self._admission = admission
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.decoder = Decoder(ctx.config.max_message_size)
@@ -110,7 +128,9 @@ class PgProtocol(asyncio.Protocol):
         self._eof = False
         #: a step's wait (a task, or a RESULT_BLOCKING on callbacks) or a TLS upgrade
         self._busy: asyncio.Task[object] | BlockingWait | None = None
-        self._cancel_reason: str | None = None
+        #: why a running wait was cancelled: "user" (57014), "shutdown" (57P01) or the
+        #: FATAL error that ends the connection
+        self._cancel_reason: str | QueueError | None = None
         self._write_paused = False
         #: a streamed result waiting for the client to read (:meth:`_drain_rows`)
         self._drained: asyncio.Future[None] | None = None
@@ -119,6 +139,9 @@ class PgProtocol(asyncio.Protocol):
         self._closing = False
         self._auth_timer: asyncio.TimerHandle | None = None
         self._silence_timer: asyncio.TimerHandle | None = None
+        #: the message the decoder holds part of: when its first bytes came, and its deadline
+        self._partial_since: float | None = None
+        self._message_timer: asyncio.TimerHandle | None = None
         self._user: str | None = None
         self._encrypted = False
         self._unix = False
@@ -129,6 +152,9 @@ class PgProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it
         self.transport = cast("asyncio.Transport", transport)
+        if self._closing:  # shed before it was set up
+            self.transport.abort()
+            return
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         if not isinstance(peer, tuple):
@@ -155,11 +181,17 @@ class PgProtocol(asyncio.Protocol):
         if self._silence_timer is not None:
             self._silence_timer.cancel()
             self._silence_timer = None
+            if self._admission is not None:
+                self._admission.heard(self)
         decoded: Sequence[m.FrontendMessage | _Fatal]
         try:
             decoded = self.decoder.feed(data)
         except FramingError as exc:
             decoded = [*exc.decoded, _Fatal(exc)]
+        if self.decoder.buffered:
+            self._partial(bool(decoded))
+        elif self._partial_since is not None:
+            self._partial_since = None  # its timer, if armed, finds nothing and ends
         if self._pending or not self._free() or self.session.state is SessionState.STARTUP:
             # startup goes the queued way: _first_packet checks that nothing follows an
             # SSLRequest in the same read
@@ -212,6 +244,11 @@ class PgProtocol(asyncio.Protocol):
             self._auth_timer.cancel()
         if self._silence_timer is not None:
             self._silence_timer.cancel()
+        if self._message_timer is not None:
+            self._message_timer.cancel()
+            self._message_timer = None
+        if self._admission is not None:
+            self._admission.lost(self)
         if self.pid is not None:
             self.ctx.connections.unregister_backend(self.pid)
         if self.info is not None:
@@ -304,6 +341,8 @@ class PgProtocol(asyncio.Protocol):
         if self._auth_timer is not None and session.state is SessionState.READY:
             self._auth_timer.cancel()
             self._auth_timer = None
+            if self._admission is not None:
+                self._admission.authenticated(self)
             if not self._authenticated():
                 return
         if self._eof and self._busy is None and not self._pending and not self._closing:
@@ -358,6 +397,8 @@ class PgProtocol(asyncio.Protocol):
         elif not pause and self._reading_paused:
             self._reading_paused = False
             self.transport.resume_reading()
+            if self._partial_since is not None:  # the client could not send meanwhile
+                self._partial_since = asyncio.get_running_loop().time()
 
     # --- untyped first packets --------------------------------------------------------
 
@@ -449,9 +490,12 @@ class PgProtocol(asyncio.Protocol):
             return
         reason, self._cancel_reason = self._cancel_reason, None
         if task.cancelled():
-            if reason == "shutdown":
+            if reason is not None and reason != "user":
                 self.session.abandon()
-                self.session.shutdown()
+                if isinstance(reason, QueueError):
+                    self.session.fatal(reason)
+                else:
+                    self.session.shutdown()
                 self._close()
                 return
             wait = self.session.resume(error=QueryCanceled(_CANCELED))
@@ -494,6 +538,57 @@ class PgProtocol(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.abort()
 
+    def _partial(self, completed: bool) -> None:
+        """A read ended inside a message: a new one (the last read ended between
+        messages, or this one completed some) starts its clock, and the deadline is
+        armed unless it already is."""
+        if completed or self._partial_since is None:
+            loop = asyncio.get_running_loop()
+            self._partial_since = loop.time()
+            if self._message_timer is None:
+                self._message_timer = loop.call_later(self.ctx.config.message_timeout,
+                                                      self._message_deadline)
+
+    def _message_deadline(self) -> None:
+        """The oldest unfinished message's deadline: close the connection if it is
+        still unfinished, else re-arm for the one that is."""
+        self._message_timer = None
+        since = self._partial_since
+        if since is None or self._lost or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        timeout = self.ctx.config.message_timeout
+        if self._reading_paused:  # not the client's delay: its clock restarts
+            since = self._partial_since = loop.time()
+        left = since + timeout - loop.time()
+        if left > 0:
+            self._message_timer = loop.call_later(left, self._message_deadline)
+            return
+        held = self.decoder.buffered
+        _log.info("closing %s: a message was left unfinished for %d s, %d bytes of it "
+                  "received (--message-timeout)", self.peer, timeout, held,
+                  extra={"peer": self.peer, "sqlstate": ProtocolViolation.sqlstate})
+        self._end(ProtocolViolation(
+            f"incomplete message: {held} bytes of it received in {timeout} s "
+            "(--message-timeout)"))
+
+    def _end(self, error: QueueError) -> None:
+        """FATAL ``error`` and close; a running wait is cancelled first."""
+        if self._busy is not None and self.session.state is not SessionState.STARTUP:
+            self._cancel_reason = error
+            self._busy.cancel()
+            return
+        self.session.fatal(error)
+        self._close()
+
+    def shed(self, reason: str) -> None:
+        """The accept loop needs this silent connection's place (or descriptor)."""
+        _log.info("closing %s: %s", self.peer, reason, extra={"peer": self.peer})
+        if self.transport is None:
+            self._closing = True  # connection_made aborts it at once
+        elif not self._lost:
+            self.transport.abort()
+
     def _auth_timeout(self) -> None:
         self._auth_timer = None
         if self.session.state in (SessionState.STARTUP, SessionState.AUTH) and not self._lost:
@@ -535,28 +630,49 @@ def unix_socket_path(directory: str, port: int) -> str:
     return os.path.join(directory, f".s.PGSQL.{port}")
 
 
-async def start_pg_server(ctx: ServerContext) -> asyncio.AbstractServer:
-    """Listen on ``--host``:``--port`` for PostgreSQL clients."""
-    tls = _tls_context(ctx)
-    loop = asyncio.get_running_loop()
-    return await loop.create_server(
-        lambda: PgProtocol(ctx, tls),
-        ctx.config.host,
-        ctx.config.port,
-        reuse_address=True,
-        backlog=1024,
-    )
+class PgListener:
+    """The PostgreSQL wire's listening sockets (TCP, and ``--unix-socket-dir``'s) and
+    their one accept loop; :meth:`close` also removes the Unix socket file."""
+
+    def __init__(self, admission: Admission, sockets: list[socket.socket],
+                 unix_path: str | None) -> None:
+        self.admission = admission
+        self.sockets = sockets
+        self.unix_path = unix_path
+        self._unix_id = file_id(unix_path) if unix_path is not None else None
+
+    def close(self) -> None:
+        """Stop accepting; connections already open are ended by the registry."""
+        self.admission.close()
+        path, self.unix_path = self.unix_path, None
+        if path is not None and file_id(path) == self._unix_id:  # still ours
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+
+    async def wait_closed(self) -> None:
+        """Nothing to wait for: :meth:`close` closed the sockets (asyncio's name)."""
 
 
-async def start_unix_server(ctx: ServerContext, directory: str) -> asyncio.AbstractServer:
-    """Listen on ``DIR/.s.PGSQL.<port>`` (``--unix-socket-dir``); a stale socket file
-    left by a crashed server is replaced, as PostgreSQL does after its lock check."""
-    path = unix_socket_path(directory, ctx.config.port)
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(os.lstat(path).st_mode):
-            os.unlink(path)
+async def start_pg_server(
+    ctx: ServerContext, *, on_shortage: Callable[[str], None] | None = None,
+) -> PgListener:
+    """Listen on ``--host``:``--port`` for PostgreSQL clients, and on
+    ``DIR/.s.PGSQL.<port>`` with ``--unix-socket-dir``; ``on_shortage`` hears when
+    descriptors run short (the accept loop waits then)."""
+    config = ctx.config
     tls = _tls_context(ctx)
-    loop = asyncio.get_running_loop()
-    server = await loop.create_unix_server(lambda: PgProtocol(ctx, tls), path, backlog=1024)
-    os.chmod(path, 0o777)  # as PostgreSQL's unix_socket_permissions default
-    return server
+    admission = Admission(config.max_unauthenticated_connections, on_shortage=on_shortage)
+    backlog = listen_backlog()
+    sockets = await bind_tcp(config.host, config.port, backlog)
+    unix_path = None
+    try:
+        if config.unix_socket_dir is not None:
+            unix_path = unix_socket_path(config.unix_socket_dir, config.port)
+            sockets.append(bind_unix(unix_path, backlog))
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    for sock in sockets:
+        admission.listen(sock, lambda: PgProtocol(ctx, tls, admission))
+    return PgListener(admission, sockets, unix_path)
