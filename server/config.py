@@ -62,6 +62,8 @@ class Config:
     max_unauthenticated_connections: int = 100
     #: seconds a socket may stay silent before its first byte (authentication: 60 s)
     startup_timeout: int = 10
+    #: seconds a PostgreSQL message may take from its first byte to its last
+    message_timeout: int = 60
     #: refuse plaintext PostgreSQL connections with 28000, as pg_hba's ``hostssl``
     tls_required: bool = False
     #: serve the HTTP port (``/ws``, probes, metrics) over TLS with ``--tls-cert``

@@ -332,6 +332,9 @@ OPTIONS: tuple[Option, ...] = (
            "count against no other cap); beyond it, 53300", _POSITIVE, metavar="N"),
     Option("startup_timeout", "a PostgreSQL connection that sends nothing for this long "
            "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s"),
+    Option("message_timeout", "a PostgreSQL message whose first bytes arrived must be "
+           "complete within this time, or the connection gets 08P01 and is closed",
+           _POSITIVE, metavar="S", unit="s"),
     Option("tls_required", "refuse PostgreSQL connections without TLS with 28000 (as "
            "hostssl); needs --tls-cert", parse_bool, is_bool=True),
     Option("http_tls", "serve the HTTP port over TLS (https, wss) with --tls-cert",
