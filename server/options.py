@@ -329,7 +329,8 @@ OPTIONS: tuple[Option, ...] = (
            "as pg_hba's address column); others get 403; /healthz and /readyz stay open",
            _networks, metavar="CIDRS", default_help="any"),
     Option("max_unauthenticated_connections", "connections not yet authenticated (they "
-           "count against no other cap); beyond it, 53300", _POSITIVE, metavar="N"),
+           "count against no other cap); beyond it new ones wait in the listen backlog, and "
+           "the oldest that sent nothing is closed for them", _POSITIVE, metavar="N"),
     Option("startup_timeout", "a PostgreSQL connection that sends nothing for this long "
            "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s"),
     Option("message_timeout", "a PostgreSQL message whose first bytes arrived must be "
