@@ -9,6 +9,7 @@ STAMP := $(VENV)/.installed-test
 NODE_DIR := tests/node
 PG_NODE_DIR := tests/server/pgwire/clients/node
 CUBE_API_DIR := tests/node/cube-api
+CUBE_API_17_DIR := tests/node/cube-api-17
 JDBC_JAR := /usr/share/java/postgresql.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -115,11 +116,15 @@ test: install system-deps node-deps lint typecheck hadolint pytest node-test doc
 # npm test packages: Cube's own driver and orchestrator (their postinstall fetches native
 # binaries from GitHub, hence --ignore-scripts), node-postgres, a real Cube API and the
 # QueryQueue bench's packages (its harness test runs the bench for 2 s).
-node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json $(CUBE_API_DIR)/node_modules/.package-lock.json $(BENCH_QQ_DIR)/node_modules/.package-lock.json
+node-deps: $(NODE_DIR)/node_modules/.package-lock.json $(PG_NODE_DIR)/node_modules/.package-lock.json $(CUBE_API_DIR)/node_modules/.package-lock.json $(CUBE_API_17_DIR)/node_modules/.package-lock.json $(BENCH_QQ_DIR)/node_modules/.package-lock.json
 
 # A real Cube API (0.35 line) for tests/node/cube-api; the native binary is not fetched.
 $(CUBE_API_DIR)/node_modules/.package-lock.json: $(CUBE_API_DIR)/package-lock.json
 	npm ci --prefix $(CUBE_API_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+
+# A real Cube API (1.7 line) for tests/node/cube-api-17; the native binary is not fetched.
+$(CUBE_API_17_DIR)/node_modules/.package-lock.json: $(CUBE_API_17_DIR)/package-lock.json
+	npm ci --prefix $(CUBE_API_17_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
 
 $(NODE_DIR)/node_modules/.package-lock.json: $(NODE_DIR)/package-lock.json
 	npm ci --prefix $(NODE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
@@ -129,7 +134,7 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 
 # Cube's real QueryQueue and cache driver against the server (node's test runner).
 node-test: install system-deps node-deps
-	$(call timed,node (Cube's driver and a real Cube API),node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs)
+	$(call timed,node (Cube's driver and a real Cube API),node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs $(CUBE_API_17_DIR)/*.test.cjs)
 	# the same QueryQueue/cache suites against --store postgresql://… (a throwaway PostgreSQL)
 	$(call timed,node over the PostgreSQL store,$(PY) tests/storage/postgres/frontends/node_suite.py)
 
@@ -159,4 +164,4 @@ bench-quick: install bench-deps
 	$(PY) -m bench.pgstore --quick
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules $(CUBE_API_DIR)/node_modules
+	rm -rf $(VENV) build dist *.egg-info $(NODE_DIR)/node_modules $(PG_NODE_DIR)/node_modules $(CUBE_API_DIR)/node_modules $(CUBE_API_17_DIR)/node_modules
