@@ -10,7 +10,8 @@ measured first, with the grammar's tokenizer, which stops counting at the limit:
 * once parsed, its expression nodes, :data:`MAX_EXPRESSION_NODES` (each one is a closure
   run per row), and the items of one ``IN (…)`` list, :data:`MAX_IN_LIST_ITEMS`.
 
-Each is 54000 naming the limit. Dialect statements (``QUEUE``/``CACHE``) never come here:
+Each is 54000 naming the limit, as is a system table above ``--max-sql-rows``
+(:func:`too_many_rows`; the executor counts the rows before they are built). Dialect statements (``QUEUE``/``CACHE``) never come here:
 their own parser is linear and their payloads are bounded by ``--max-payload-bytes``.
 This module does not import sqlglot, so the wire can check before the first SELECT
 loads it.
@@ -23,6 +24,9 @@ from typing import Final
 
 from cubequeue.grammar import tokens as t
 from cubequeue.grammar.errors import LimitExceeded
+from cubequeue.grammar.lexical import MAX_INT_DIGITS, shown
+
+from .errors import NumericValueOutOfRange, UndefinedParameter
 
 __all__ = [
     "MAX_EXPRESSION_NODES",
@@ -32,6 +36,7 @@ __all__ = [
     "bound_statement",
     "check_expression_nodes",
     "check_in_list",
+    "too_many_rows",
 ]
 
 #: default of ``--max-sql-statement-bytes``
@@ -66,12 +71,29 @@ def bound_statement(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> None:
             hint="QUEUE and CACHE statements are not limited by it; "
             "for large values, pass parameters",
         )
-    counted = sum(1 for _ in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1))
+    counted = 0
+    for kind, start, end in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1):
+        counted += 1
+        if end - start > MAX_INT_DIGITS and (kind == t.NUMBER or kind == t.PARAM):
+            _check_long_number(sql[start:end], start)
     if counted > MAX_SQL_TOKENS:
         raise LimitExceeded(
             f"plain SQL statement has more than {MAX_SQL_TOKENS} tokens "
             f"(the limit of tokens per plain SQL statement)"
         )
+
+
+def _check_long_number(text: str, start: int) -> None:
+    """A literal with more digits than any integer type holds: 22003 for an integer,
+    42P02 for a ``$n``, before sqlglot or a compiler calls ``int()`` on it (Python refuses
+    past 4,300 digits; grammar.lexical.MAX_INT_DIGITS)."""
+    digits = text[1:] if text.startswith("$") else text
+    if not digits.isdigit() or len(digits.lstrip("0")) <= MAX_INT_DIGITS:
+        return
+    if text.startswith("$"):
+        raise UndefinedParameter(f"there is no parameter {shown(text)}", position=start + 1)
+    raise NumericValueOutOfRange(f"value {shown(text)} is out of range for type bigint",
+                                 position=start + 1)
 
 
 def check_expression_nodes(count: int) -> None:
@@ -90,3 +112,27 @@ def check_in_list(count: int) -> None:
             f"IN list of {count} items exceeds {MAX_IN_LIST_ITEMS} "
             "(the limit of items per IN list)"
         )
+
+
+#: what reads less than a whole system table. Plain SQL reads the table whole before
+#: WHERE, LIMIT or count(*) apply, so none of those gets under ``--max-sql-rows``.
+_READ_LESS: Final = {
+    "queue": "QUEUE LIST / PENDING / ACTIVE '<prefix>' list one prefix's items, and "
+             "system.queue_prefixes counts every prefix's items",
+    "queue_prefixes": "QUEUE LIST / PENDING / ACTIVE '<prefix>' list one prefix's items",
+    "queue_results": "QUEUE RESULT '<key>' reads one result",
+    "cache": "CACHE KEYS '<prefix>' lists one prefix's keys, and CACHE GET '<key>' reads one",
+}
+
+
+def too_many_rows(table: str, limit: int) -> LimitExceeded:
+    """54000 for ``system.<table>`` above ``--max-sql-rows``; the hint names what works
+    instead (WHERE, LIMIT and count(*) do not: the whole table is read first)."""
+    instead = _READ_LESS.get(table)
+    return LimitExceeded(
+        f"system.{table} holds more than {limit} rows, the most plain SQL reads "
+        f"(--max-sql-rows={limit})",
+        hint=(f"{instead}; " if instead else "")
+        + "WHERE, LIMIT and count(*) do not help, as the whole table is read first; "
+        "an operator can raise --max-sql-rows",
+    )
