@@ -151,7 +151,6 @@ def limited_server(soft: int, hard: int, *args: str) -> Iterator[CubequeueServer
         log.unlink(missing_ok=True)
 
 
-@pytest.mark.slow
 def test_more_silent_sockets_than_descriptors_do_not_lock_a_client_out() -> None:
     # 600 silent sockets against 512 descriptors, scaled: 150 against 128; the soft limit
     # starts at 64 and is raised to the hard one at start
