@@ -24,6 +24,7 @@ __all__ = [
     "HEADER_BYTES",
     "LOG_MAGIC",
     "SNAP_MAGIC",
+    "DamagedHeader",
     "FileHeader",
     "decode_header",
     "encode_header",
@@ -55,6 +56,12 @@ class FileHeader:
     created_ms: int
 
 
+class DamagedHeader(ValueError):
+    """The header's own bytes are damaged (its checksum fails): what it held can be
+    derived again (the lsn from the file name, the directory from ``DIRECTORY_ID``), so
+    the frames after it are still read, each by its own checksum."""
+
+
 def encode_header(header: FileHeader) -> bytes:
     head = _HEAD.pack(header.magic, FORMAT_VERSION, CRC32_ZLIB, 0, header.directory.bytes,
                       header.lsn, header.created_ms)
@@ -65,10 +72,10 @@ def encode_header(header: FileHeader) -> bytes:
 def decode_header(data: bytes, magic: bytes, directory: uuid.UUID | None) -> FileHeader:
     """The header at the start of ``data``; ValueError naming what is wrong."""
     if len(data) < HEADER_BYTES:
-        raise ValueError("shorter than its header")
+        raise DamagedHeader("shorter than its header")
     (crc,) = _CRC.unpack_from(data, _HEAD.size)
     if zlib.crc32(data[: _HEAD.size]) != crc:
-        raise ValueError("header checksum mismatch")
+        raise DamagedHeader("header checksum mismatch")
     got_magic, version, algorithm, _, dir_bytes, lsn, created = _HEAD.unpack_from(data)
     if got_magic != magic:
         raise ValueError(f"magic {got_magic!r} is not {magic!r}")

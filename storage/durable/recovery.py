@@ -29,6 +29,7 @@ import json
 import logging
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -49,17 +50,26 @@ __all__ = [
     "Recovered",
     "RecoveryRefused",
     "RecoveryReport",
+    "SegmentTail",
     "recover",
 ]
 
 Policy = Literal["salvage", "strict", "point-in-time"]
 POLICIES: tuple[Policy, ...] = ("salvage", "strict", "point-in-time")
 QUARANTINE = "quarantine"
+REPORT = "report.jsonl"
+RECORDS = "records.jsonl"
+#: copies into quarantine/ stop at this many bytes in it (moved files always move)
+QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
+#: room kept for the report line that says a copy was not kept
+_NOTE_BYTES = 1024
 DIRECTORY_ID = "DIRECTORY_ID"
 
 _log = logging.getLogger("cubequeue.durable")
 
 OnProgress = Callable[[RecoveryProgress], None]
+#: a segment header's verdict: read and continued, read only, set aside, or removed
+_Header = Literal["good", "damaged", "foreign", "removed"]
 OnRecord = Callable[[int], None]
 
 
@@ -84,19 +94,58 @@ class RecoveryReport:
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentTail:
+    """The last segment, where its written data ends: the log continues in it rather
+    than in a new file, so restarts add no segments."""
+
+    name: str
+    first_lsn: int
+    #: where the next frame goes
+    offset: int
+    #: the lsn the next frame must carry
+    next_lsn: int
+
+
+@dataclass(frozen=True, slots=True)
 class Recovered:
     image: Image
     #: the last lsn the state holds: the next segment starts after it
     last_lsn: int
     directory: uuid.UUID
     report: RecoveryReport
+    #: the segment the log continues, when it ended cleanly at ``last_lsn``
+    tail: SegmentTail | None = None
+    #: log bytes after the snapshot: counted towards the next snapshot
+    log_bytes: int = 0
 
 
 class _Quarantine:
-    def __init__(self, files: Files, data_dir: str, report: RecoveryReport) -> None:
+    """``quarantine/``: copies of bad bytes, bad records and a report, each set aside once.
+
+    Damage that recovery leaves in place (bytes salvage skips, records that fail
+    validation) is met again at every restart until a snapshot prunes its segment, so
+    each copy is remembered by its identity (file, offset or lsn, length, checksum) in
+    ``report.jsonl`` and not made again. Copies stop at ``max_bytes`` for the whole
+    directory (the report says what was not kept); a file moved here (a bad snapshot, a
+    foreign segment) takes no new space and is always moved.
+    """
+
+    def __init__(self, files: Files, data_dir: str, report: RecoveryReport,
+                 max_bytes: int = QUARANTINE_MAX_BYTES) -> None:
         self._files = files
         self._dir = f"{data_dir}/{QUARANTINE}"
         self._report = report
+        self._max_bytes = max_bytes
+        self._known: set[str] = set()
+        self._used = 0
+        if files.exists(self._dir):
+            for name in files.listdir(self._dir):
+                self._used += files.size(f"{self._dir}/{name}")
+            if files.exists(f"{self._dir}/{REPORT}"):
+                self._known = _known_keys(files.read(f"{self._dir}/{REPORT}"))
+
+    def _room(self, size: int) -> bool:
+        return self._used + size <= self._max_bytes
 
     def _write(self, name: str, data: bytes, append: bool = False) -> str:
         self._files.makedirs(self._dir)
@@ -106,33 +155,86 @@ class _Quarantine:
         try:
             offset = self._files.size(path) if (exists and append) else 0
             if exists and not append:
+                self._used -= self._files.size(path)
                 self._files.truncate(handle, 0)
             self._files.pwrite(handle, data, offset)
             self._files.datasync(handle)
         finally:
             self._files.close(handle)
         self._files.sync_dir(self._dir)
+        self._used += len(data)
         return path
 
-    def bytes(self, source: str, offset: int, data: bytes, reason: str) -> None:
-        stamp = time.time_ns() // 1_000_000
-        name = f"{source}.{offset}.{stamp}.broken"
-        self._report.quarantined_files.append(self._write(name, data))
-        self.note({"file": source, "offset": offset, "bytes": len(data), "reason": reason,
-                   "copy": name})
+    def bytes(self, source: str, offset: int, data: bytes, reason: str) -> bool:
+        """Copy ``data`` (from ``source`` at ``offset``) unless it was copied before;
+        True when this call set it aside."""
+        key = f"{source}@{offset}+{len(data)}:{zlib.crc32(data):08x}"
+        if key in self._known:
+            return False
+        entry: dict[str, object] = {"file": source, "offset": offset, "bytes": len(data),
+                                    "reason": reason}
+        if not data:
+            pass  # nothing to copy (zeros): the note says what happened
+        elif self._room(len(data) + _NOTE_BYTES):
+            name = f"{source}.{offset}.{time.time_ns() // 1_000_000}.broken"
+            self._report.quarantined_files.append(self._write(name, data))
+            entry["copy"] = name
+        else:
+            entry["copy"] = None
+            entry["not_kept"] = f"quarantine/ holds its limit of {self._max_bytes} bytes"
+        self.note(entry, key)
+        return True
 
     def record(self, source: str, lsn: int, raw: object, reason: str) -> None:
         self._report.quarantined_records += 1
         line = json.dumps({"file": source, "lsn": lsn, "reason": reason, "record": raw},
                           ensure_ascii=False, default=repr)
-        self._write("records.jsonl", (line + "\n").encode("utf-8", "surrogatepass"), append=True)
+        data = (line + "\n").encode("utf-8", "surrogatepass")
+        key = f"{source}#{lsn}:{zlib.crc32(data):08x}"
+        if key in self._known:
+            return
+        entry: dict[str, object] = {"file": source, "lsn": lsn, "reason": reason}
+        if self._room(len(data) + _NOTE_BYTES):
+            self._write(RECORDS, data, append=True)
+            entry["copy"] = RECORDS
+        else:
+            entry["copy"] = None
+        self.note(entry, key)
 
-    def note(self, entry: dict[str, object]) -> None:
-        line = json.dumps(entry, ensure_ascii=False) + "\n"
-        self._write("report.jsonl", line.encode("utf-8", "surrogatepass"), append=True)
+    def move(self, path: str, name: str, reason: str) -> None:
+        """Move the file at ``path`` here as ``name`` (no new space: always done)."""
+        self.note({"file": name, "reason": reason, "moved": True})
+        self._files.makedirs(self._dir)
+        self._used += self._files.size(path)
+        self._files.rename(path, f"{self._dir}/{name}")
+        self._files.sync_dir(self._dir)
+        self._files.sync_dir(path.rsplit("/", 1)[0])
+        self._report.quarantined_files.append(name)
+
+    def note(self, entry: dict[str, object], key: str | None = None) -> None:
+        if key is not None:
+            entry["key"] = key
+            self._known.add(key)
+        line = (json.dumps(entry, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass")
+        if self._room(len(line)):
+            self._write(REPORT, line, append=True)
 
 
-_ZERO_BLOCKS = ((1 << 20, bytes(1 << 20)), (4096, bytes(4096)))
+def _known_keys(report: bytes) -> set[str]:
+    """The identities ``report.jsonl`` remembers (a line cut by a crash is skipped)."""
+    keys: set[str] = set()
+    for line in report.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("key"), str):
+            keys.add(entry["key"])
+    return keys
+
+
+_ZEROS = bytes(1 << 20)
+_ZERO_BLOCKS = ((1 << 20, _ZEROS), (4096, bytes(4096)))
 
 
 def _used_bytes(data: bytes) -> int:
@@ -171,14 +273,15 @@ class _Replay:
 
     def __init__(self, files: Files, data_dir: str, policy: Policy, limits: Limits,
                  directory: uuid.UUID, on_progress: OnProgress | None = None,
-                 on_record: OnRecord | None = None) -> None:
+                 on_record: OnRecord | None = None,
+                 quarantine_max_bytes: int = QUARANTINE_MAX_BYTES) -> None:
         self.files = files
         self.dir = data_dir
         self.policy = policy
         self.limits = limits
         self.directory = directory
         self.report = RecoveryReport()
-        self.quarantine = _Quarantine(files, data_dir, self.report)
+        self.quarantine = _Quarantine(files, data_dir, self.report, quarantine_max_bytes)
         self.image = Image()
         self.on_progress = on_progress
         self.on_record = on_record
@@ -188,6 +291,10 @@ class _Replay:
         self.bytes_total = 0
         self.replayed = 0
         self._reported_at = 0
+        #: where the last segment ended cleanly: the log continues there
+        self.tail: SegmentTail | None = None
+        #: log bytes replayed after the snapshot (the next snapshot's size trigger)
+        self.log_bytes = 0
 
     def progress(self, phase: Phase, offset: int = 0) -> None:
         """Report ``offset`` bytes into the current file (see :mod:`.progress`)."""
@@ -257,11 +364,7 @@ class _Replay:
         except ValueError as err:
             self.file_done(used)
             _log.error("durable: snapshot %s is unusable (%s); moved to quarantine/", name, err)
-            self.quarantine.note({"file": name, "reason": str(err), "moved": True})
-            self.files.makedirs(f"{self.dir}/{QUARANTINE}")
-            self.files.rename(path, f"{self.dir}/{QUARANTINE}/{name}")
-            self.files.sync_dir(self.dir)
-            self.report.quarantined_files.append(name)
+            self.quarantine.move(path, name, str(err))
             self.report.corrupt_frames += 1
             if self.policy == "strict":
                 raise RecoveryRefused(
@@ -337,23 +440,60 @@ class _Replay:
         path = f"{self.dir}/{name}"
         data = self.files.read(path)
         used = self.file_read(data, self.files.size(path))
+        self.tail = None
+        self.log_bytes += max(0, used - layout.HEADER_BYTES)
         try:
             return self._replay_frames(name, data, first, after, expected, later)
         finally:
             self.file_done(used)
             self.progress("log")
 
-    def _replay_frames(self, name: str, data: bytes, first: int, after: int, expected: int,
-                       later: list[tuple[str, int]]) -> tuple[int, bool]:
+    def _check_header(self, name: str, data: bytes, first: int,
+                      later: list[tuple[str, int]]) -> _Header:
+        """Whether the segment's frames are read, and whether the log may continue it."""
         try:
             layout.decode_header(data, layout.LOG_MAGIC, self.directory)
-        except ValueError as err:
-            if not any(data[: layout.HEADER_BYTES]) and not later:
-                self._truncate(name, data, 0, "a segment whose header was never written")
-                return expected, False
-            self.corrupt(name, f"unreadable segment header: {err}")
-            self.quarantine.bytes(name, 0, data, str(err))
+            return "good"
+        except layout.DamagedHeader as err:
+            at = fr.read_frame(data, layout.HEADER_BYTES, len(data))
+            if not any(data[: layout.HEADER_BYTES]) and not later and at is None:
+                self._cut(name, data, 0, "a segment whose header was never written")
+                return "removed"
+            # The header holds no records: its lsn is the file name's, its directory
+            # DIRECTORY_ID's. Only its bytes are set aside; each frame after it is read
+            # by its own checksum and lsn continuity, as in any segment.
+            self.corrupt(name, f"damaged segment header ({err}); reading its frames by "
+                               "their own checksums")
+            self.quarantine.bytes(name, 0, data[: layout.HEADER_BYTES], f"segment header: {err}")
+            if at is None or (isinstance(at, fr.Frame) and at.first_lsn == first):
+                self._rewrite_header(name, first)  # what it held, derived again
+                return "good"
+            return "damaged"
+        except ValueError as err:  # a valid header, but not ours: another directory
+            self.corrupt(name, f"unusable segment: {err}")
+            self.quarantine.bytes(name, 0, data[: _used_bytes(data)], str(err))  # once
+            return "foreign"
+
+    def _rewrite_header(self, name: str, first: int) -> None:
+        header = layout.FileHeader(layout.LOG_MAGIC, self.directory, first,
+                                   time.time_ns() // 1_000_000)
+        handle = self.files.open(f"{self.dir}/{name}", create=False)
+        try:
+            self.files.pwrite(handle, layout.encode_header(header), 0)
+            self.files.datasync(handle)
+        finally:
+            self.files.close(handle)
+        _log.warning("durable: the header of %s was rewritten from its name and "
+                     "DIRECTORY_ID", name)
+
+    def _replay_frames(self, name: str, data: bytes, first: int, after: int, expected: int,
+                       later: list[tuple[str, int]]) -> tuple[int, bool]:
+        header = self._check_header(name, data, first, later)
+        if header == "removed":
+            return expected, False
+        if header == "foreign":
             return expected, self.policy == "point-in-time"
+        readable = header == "good"
         if first > expected:
             self.corrupt(name, f"lsns {expected}..{first - 1} are missing")
             if self.policy == "point-in-time":
@@ -361,9 +501,12 @@ class _Replay:
             expected = first
         offset = layout.HEADER_BYTES
         end = len(data)
+        #: the lsn after this segment's last frame (where it would continue)
+        continues = first
         while True:
             found = fr.read_frame(data, offset, end)
             if found is None:
+                self._ended(readable, name, first, offset, continues)
                 return expected, False
             if isinstance(found, fr.Frame):
                 started = expected > after + 1
@@ -372,11 +515,13 @@ class _Replay:
                     self.corrupt(name, f"frame at offset {offset} has lsn {found.first_lsn}, "
                                        f"expected {expected}")
                     if self.policy == "point-in-time":
-                        self._truncate(name, data, offset, "after an lsn gap")
+                        self._cut(name, data, offset, "after an lsn gap")
+                        self._ended(readable, name, first, offset, continues)
                         return expected, True
                 self.report.frames += 1
                 self.apply_frame(name, found, after, self.image)
                 expected = max(expected, found.last_lsn + 1)
+                continues = found.last_lsn + 1
                 offset = found.end
                 self._maybe_progress("log", offset)
                 continue
@@ -384,18 +529,25 @@ class _Replay:
             if resume is None and not self._later_has_frames(later):
                 self.report.torn_tails += 1
                 _log.warning("durable: torn tail in %s at offset %d (%s): copied to "
-                             "quarantine/ and truncated", name, offset, found.reason)
-                self._truncate(name, data, offset, f"torn tail: {found.reason}")
+                             "quarantine/ and cut off", name, offset, found.reason)
+                self._cut(name, data, offset, f"torn tail: {found.reason}")
+                self._ended(readable, name, first, offset, continues)
                 return expected, False
             self.corrupt(name, f"offset {offset}: {found.reason}")
             if self.policy == "point-in-time":
-                self._truncate(name, data, offset, f"point-in-time stop: {found.reason}")
+                self._cut(name, data, offset, f"point-in-time stop: {found.reason}")
+                self._ended(readable, name, first, offset, continues)
                 return expected, True
             stop_at = resume.offset if resume is not None else end
             self.quarantine.bytes(name, offset, data[offset:stop_at], found.reason)
             if resume is None:
                 return expected, False
             offset = resume.offset
+
+    def _ended(self, readable: bool, name: str, first: int, offset: int, continues: int) -> None:
+        """The segment's written data ends at ``offset``: the log may continue there."""
+        if readable:
+            self.tail = SegmentTail(name, first, offset, continues)
 
     def _later_has_frames(self, later: list[tuple[str, int]]) -> bool:
         for name, _ in later:
@@ -404,35 +556,42 @@ class _Replay:
                 return True
         return False
 
-    def _truncate(self, name: str, data: bytes, offset: int, reason: str) -> None:
-        self.quarantine.bytes(name, offset, data, reason)
+    def _cut(self, name: str, data: bytes, offset: int, reason: str) -> None:
+        """Set aside what follows ``offset`` and zero it in place (the preallocated
+        space stays, so the segment can be continued); a segment with no whole header
+        is removed."""
+        written = max(offset, _used_bytes(data))
+        self.quarantine.bytes(name, offset, data[offset:written], reason)
         path = f"{self.dir}/{name}"
-        if offset <= layout.HEADER_BYTES:
+        if offset < layout.HEADER_BYTES:
             self.files.unlink(path)
             self.files.sync_dir(self.dir)
             return
         handle = self.files.open(path, create=False)
         try:
-            self.files.truncate(handle, offset)
+            position = offset
+            while position < written:
+                size = min(len(_ZEROS), written - position)
+                self.files.pwrite(handle, _ZEROS[:size], position)
+                position += size
             self.files.datasync(handle)
         finally:
             self.files.close(handle)
 
     def _drop_segment(self, name: str, reason: str) -> None:
-        path = f"{self.dir}/{name}"
-        self.quarantine.bytes(name, 0, self.files.read(path), reason)
-        self.files.unlink(path)
-        self.files.sync_dir(self.dir)
+        self.quarantine.move(f"{self.dir}/{name}", name, reason)
 
 
 def recover(files: Files, data_dir: str, policy: Policy, limits: Limits,
             wall_ms: Callable[[], int], *, on_progress: OnProgress | None = None,
-            on_record: OnRecord | None = None) -> Recovered:
+            on_record: OnRecord | None = None,
+            quarantine_max_bytes: int = QUARANTINE_MAX_BYTES) -> Recovered:
     """Read ``data_dir`` back (see the module docstring); the caller holds its lock."""
     started = time.perf_counter()
     files.makedirs(data_dir)
     directory = _directory_id(files, data_dir)
-    replay = _Replay(files, data_dir, policy, limits, directory, on_progress, on_record)
+    replay = _Replay(files, data_dir, policy, limits, directory, on_progress, on_record,
+                     quarantine_max_bytes)
     snaps: list[tuple[str, int]] = []
     segments: list[tuple[str, int]] = []
     for name in files.listdir(data_dir):
@@ -462,4 +621,7 @@ def recover(files: Files, data_dir: str, policy: Policy, limits: Limits,
                      "data; expiring with the latter", image.max_ts - now)
     replay.report.expired = image.expire(max(now, image.max_ts))
     replay.report.seconds = time.perf_counter() - started
-    return Recovered(image, last, directory, replay.report)
+    tail = replay.tail
+    if tail is not None and tail.next_lsn != last + 1:
+        tail = None  # the snapshot is ahead of the segment: the log starts a new one
+    return Recovered(image, last, directory, replay.report, tail, replay.log_bytes)

@@ -102,3 +102,19 @@ async def run_sql(durable: Any, sql: str) -> list[Any]:
         out = await out
     assert isinstance(out, ResultSet)
     return out.rows
+
+
+def record_segments(files, frames: list[list[Record]], directory: uuid.UUID,
+                    segment_bytes: int = 512) -> list[str]:
+    """Write ``frames`` as the log would, rotating into new segments when one is full;
+    the segments' names, oldest first."""
+    files.makedirs(DIR)
+    files.put(f"{DIR}/DIRECTORY_ID", f"{directory}\n".encode())
+    writer = SegmentWriter(files, DIR, directory, segment_bytes, 1)
+    lsn = 1
+    for recs in frames:
+        writer.write(encode_frame(lsn, recs), lsn)
+        lsn += len(recs)
+    writer.sync()
+    writer.close()
+    return [name for name in files.listdir(DIR) if name.startswith("log-")]
