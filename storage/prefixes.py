@@ -23,7 +23,7 @@ read without scanning items. A prefix's state lives while it holds items or resu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -225,8 +225,8 @@ class PrefixState:
 
     def sample(self, now: int, stalled_after_ms: int) -> PrefixSample:
         """This prefix for ``/metrics`` (:meth:`.stats.PrefixCensus.walk`): O(log n)."""
-        pending, active = len(self.pending), len(self.active)
-        oldest = now - unpack_time(self.by_created[0]) if pending else None
+        pending, active = len(self.by_created), len(self.active)
+        oldest = now + _BIAS - (self.by_created[0] >> 64) if pending else None
         stalled = 0
         if active:
             timeouts = self.last_to_cancel
@@ -285,13 +285,9 @@ class Prefixes:
     def __len__(self) -> int:
         return len(self._states)
 
-    def states(self) -> list[PrefixState]:
-        """The live states now, in no particular order (a C-level copy: O(P) but fast)."""
-        return list(self._states.values())
-
-    def holds(self, state: object) -> bool:
-        """``state`` is still one of these (not dropped, nor truncated away)."""
-        return isinstance(state, PrefixState) and self._states.get(state.prefix) is state
+    def by_name(self) -> Mapping[str, PrefixState]:
+        """The live states by prefix (the map itself: read only)."""
+        return self._states
 
     def sorted(self) -> list[PrefixState]:
         return [self._states[p] for p in sorted(self._states)]

@@ -75,25 +75,28 @@ class DepartureCounts:
 class SampledPrefix(Protocol):
     """What a census reads of one prefix state (``storage/prefixes.py``'s PrefixState)."""
 
+    @property
+    def prefix(self) -> str: ...
+
     def sample(self, now: int, stalled_after_ms: int) -> PrefixSample: ...
 
 
 class PrefixCensus(Sequence[PrefixCounts]):
     """The live prefixes of an in-memory store, read on demand (see the module docstring).
 
-    ``states`` lists the prefix states at the moment of the call (a C-level copy of the
-    store's map), so a walk may span steps that add or drop prefixes: ``live`` tells
-    whether a state is still the store's (one dropped, truncated or being released
-    meanwhile is skipped), and a prefix added meanwhile is missed by this walk. ``clock``
-    is the store's clock."""
+    ``states`` returns the store's live map of prefix states whenever it is called (a
+    TRUNCATE replaces it). A walk lists the states at its start (a C-level copy of the
+    map's values), so it may span steps that add or drop prefixes: a state that is no
+    longer the map's by the time its slice is read (dropped, truncated, being released)
+    is skipped, and a prefix added meanwhile is missed by this walk. ``clock`` is the
+    store's clock."""
 
-    __slots__ = ("_clock", "_count", "_live", "_rows", "_states")
+    __slots__ = ("_clock", "_count", "_rows", "_states")
 
-    def __init__(self, count: int, states: Callable[[], Sequence[SampledPrefix]],
-                 live: Callable[[SampledPrefix], bool], clock: Callable[[], int]) -> None:
+    def __init__(self, count: int, states: Callable[[], Mapping[str, SampledPrefix]],
+                 clock: Callable[[], int]) -> None:
         self._count = count
         self._states = states
-        self._live = live
         self._clock = clock
         self._rows: list[PrefixCounts] | None = None
 
@@ -126,11 +129,12 @@ class PrefixCensus(Sequence[PrefixCounts]):
         slice read when asked for at the clock's instant then. An active item is stalled
         when its heartbeat is more than the prefix's own STALLED/TO_CANCEL heartbeat
         timeout old (the latest one a client sent there), else ``stalled_after_ms``."""
-        states, live, clock, size = self._states(), self._live, self._clock, max(1, size)
+        current, clock, size = self._states, self._clock, max(1, size)
+        states = list(current().values())
         for start in range(0, len(states), size):
-            now = clock()
+            now, live = clock(), current().get
             yield [s.sample(now, stalled_after_ms) for s in states[start:start + size]
-                   if live(s)]
+                   if live(s.prefix) is s]
 
 
 @dataclass(frozen=True, slots=True)

@@ -389,13 +389,10 @@ class Store:
         self._commit()
         self._cache.sweep()
         queue = self._queue
-
-        def live(state: object) -> bool:  # TRUNCATE swaps the map: read it at each call
-            return queue.prefixes.holds(state)
-
         return StoreStats(
-            # read when asked: its length at once, its rows in slices (/metrics) or whole
-            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.states(), live,
+            # read when asked: its length at once, its rows in slices (/metrics) or whole;
+            # the map is read at each slice (a TRUNCATE replaces queue.prefixes)
+            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.by_name(),
                                   self.clock),
             items_total=len(queue),
             results_total=len(queue.results),
