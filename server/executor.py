@@ -34,27 +34,31 @@ waiter from the store.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
-from cubequeue.grammar.errors import InternalError, QueueError
+from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement, statement_log
 from cubequeue.server.row_sink import RowSink, close_stream, stream_rows
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
-from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES, too_many_rows
+from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
+from cubequeue.server.stores import StoreSlot
+from cubequeue.storage.capabilities import Capabilities
 from cubequeue.storage.interface import RowStream
 
 if TYPE_CHECKING:
     from cubequeue.server.sql.outcome import PlainDescription
+    from cubequeue.storage.capabilities import DefersWork
     from cubequeue.storage.interface import Cancellable, StoreBackend
 
 __all__ = [
@@ -205,9 +209,7 @@ class _PlainTables:
         #: ``--max-sql-statement-bytes``, read by plain SQL before sqlglot parses
         self.max_sql_statement_bytes = max_sql_statement_bytes
         self.max_sql_rows = max_sql_rows
-        # until every store has the seam's now_ms, the in-memory one's clock is the same
-        clock = getattr(store, "now_ms", None) or getattr(store, "clock")  # noqa: B009
-        self.clock: Callable[[], int] = clock
+        self.clock: Callable[[], int] = store.now_ms
 
     def system_table(self, name: str) -> ResultSet:
         table = self._store.system_table(name)
@@ -241,8 +243,13 @@ class _PlainTables:
         return ResultSet(answer.columns, rows)
 
     def _check_rows(self, name: str, rows: int) -> None:
-        if rows > self.max_sql_rows:
-            raise too_many_rows(name, self.max_sql_rows)
+        limit = self.max_sql_rows
+        if rows > limit:
+            raise LimitExceeded(
+                f"system.{name} holds more than {limit} rows, the most plain SQL reads "
+                f"(--max-sql-rows={limit}); use QUEUE LIST / PENDING / ACTIVE, or "
+                "system.queue_prefixes for counts"
+            )
 
 
 class _FetchedTables(_PlainTables):
@@ -274,14 +281,14 @@ class Executor:
         observe: Observe | None = None,
         on_stream: Callable[[], None] | None = None,
     ) -> None:
-        self.store = store
         self.max_blocking_timeout_ms = max_blocking_timeout_ms
         #: called when a step hands back a stream (a large listing), whose order copy the
         #: server's heap policy keeps out of the young generations (server/heap.py)
         self._on_stream = on_stream
         self._slow_s = slow_command_ms / 1000
         self._observe = observe
-        self._tables = _PlainTables(store, max_sql_statement_bytes, max_sql_rows)
+        self._max_sql_statement_bytes = max_sql_statement_bytes
+        self._max_sql_rows = max_sql_rows
         #: a slice of the store's deferred bulk work is scheduled on the loop
         self._draining = False
         #: short statement texts → their route (:meth:`_route`)
@@ -289,6 +296,21 @@ class Executor:
         #: texts whose plain outcome is constant (``SELECT 1``) → it: answered without
         #: plain SQL, outside a failed block (there plain SQL refuses it with 25P02)
         self._constants: dict[str, PlainOutcome] = {}
+        #: the store statements run on (the server's slot's, once attached) and what it
+        #: can do, set by :meth:`_use`
+        self.store: StoreBackend
+        self._deferred: DefersWork | None
+        self._tables: _PlainTables
+        if isinstance(store, StoreSlot):
+            store.watch(self._use)  # the attached store itself, not the slot
+        else:
+            self._use(store, Capabilities.of(store))
+
+    def _use(self, store: StoreBackend, capabilities: Capabilities) -> None:
+        """Run statements on ``store`` (the server's slot attached it, or it was given)."""
+        self.store = store
+        self._deferred = capabilities.defers_work
+        self._tables = _PlainTables(store, self._max_sql_statement_bytes, self._max_sql_rows)
 
     # --- statement text ----------------------------------------------------------------
 
@@ -437,7 +459,8 @@ class Executor:
             raise
         except Exception as exc:
             raise self._internal(cmd, started, exc, text, origin) from exc
-        if not self._draining and getattr(self.store, "has_deferred", False):
+        deferred = self._deferred
+        if deferred is not None and not self._draining and deferred.has_deferred:
             self._drain_soon()
         if isinstance(result, ResultSet):
             self._finish(cmd, "ok", started, text, origin)
@@ -472,9 +495,9 @@ class Executor:
         loop.call_soon(self._drain_step, loop)
 
     def _drain_step(self, loop: asyncio.AbstractEventLoop) -> None:
-        run = getattr(self.store, "run_deferred", None)
+        deferred = self._deferred
         try:
-            more = bool(run()) if run is not None else False
+            more = deferred is not None and deferred.run_deferred()
         except Exception:
             _internal_log.exception("deferred bulk work failed")
             more = False
@@ -598,9 +621,9 @@ class Executor:
 
         try:
             outcome = self.store.result_blocking(cmd, deliver, process_id)
-            if hasattr(outcome, "__await__"):  # a store that must wait before answering
-                outcome = await self._registered(
-                    cast("Awaitable[ResultSet | Cancellable]", outcome), timeout_ms)
+            if not isinstance(outcome, ResultSet) and inspect.isawaitable(outcome):
+                # a store that must wait before answering
+                outcome = await self._registered(outcome, timeout_ms)
         except QueueError as exc:
             self._finish(cmd, exc.sqlstate, started, text, origin)
             raise
@@ -762,9 +785,9 @@ class BlockingWait:
         except Exception as exc:  # as the task path: not counted, answered XX000
             self._fail(exc)
             return
-        if hasattr(outcome, "__await__"):  # a store that must wait before answering
-            task = self._loop.create_task(executor._registered(
-                cast("Awaitable[ResultSet | Cancellable]", outcome), timeout_ms))
+        if not isinstance(outcome, ResultSet) and inspect.isawaitable(outcome):
+            # a store that must wait before answering
+            task = self._loop.create_task(executor._registered(outcome, timeout_ms))
             task.add_done_callback(self._registered)
             self._task = task
             return

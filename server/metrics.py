@@ -59,10 +59,11 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder, ge
 
 from cubequeue.grammar.commands import Command
 from cubequeue.server import __version__
-from cubequeue.storage.capabilities import PoolHealth, ReportsPoolHealth
+from cubequeue.storage.capabilities import PoolHealth, capabilities_of
 from cubequeue.storage.stats import (
     DEFAULT_STALLED_AFTER_MS,
     DEPARTURE_REASONS,
+    WALK_SLICE,
     PrefixCensus,
     PrefixCounts,
     PrefixSample,
@@ -101,8 +102,6 @@ MAX_COMMAND_LABELS = 200
 OTHER = "__other__"
 #: the ``command`` label of a statement whose first word is no command we know
 UNKNOWN_COMMAND = "unknown"
-#: prefixes read per event-loop turn while a scrape walks them
-WALK_SLICE = 2048
 PROTOCOLS = ("pg", "ws")
 #: the options whose caps refuse connections (``cubequeue_connections_refused``)
 CONNECTION_CAPS = ("max_connections", "max_connections_per_user",
@@ -424,9 +423,9 @@ def _store_families(census: _Census | None) -> Iterator[Metric]:
 
 class _DurableCollector:
     """Durable mode's log, disk, snapshot and recovery figures, read at scrape time from a
-    store whose ``kind`` is ``"durable"`` (read by attribute, so this module does not load
-    the durable package); an in-memory store yields nothing, so the names exist only where
-    they mean something."""
+    store that keeps them (:class:`~cubequeue.storage.capabilities.ReportsPersistence`,
+    found when the store was attached; this module does not load the durable package); an
+    in-memory store yields nothing, so the names exist only where they mean something."""
 
     def __init__(self, store: object) -> None:
         self._store = store
@@ -435,8 +434,8 @@ class _DurableCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        store: Any = self._store
-        if getattr(store, "kind", None) != "durable":
+        store = capabilities_of(self._store).persistence
+        if store is None:
             return
         stats = store.log.stats
         for name, doc, value in (
@@ -511,8 +510,9 @@ def _log_segments(data_dir: str) -> int:
 
 class _PoolCollector:
     """The PostgreSQL store's pool and failures (:class:`ReportsPoolHealth`), read at
-    scrape time: nothing before the store is attached (the server's slot holds no store
-    until it has connected), nothing for a store without a pool."""
+    scrape time from the capabilities found when the store was attached (the server's
+    slot holds no store until it has connected): nothing before, nothing for a store
+    without a pool."""
 
     def __init__(self, store: object) -> None:
         self._store = store
@@ -521,8 +521,8 @@ class _PoolCollector:
         return []
 
     def collect(self) -> Iterator[Metric]:
-        source = self._store
-        if not isinstance(source, ReportsPoolHealth):
+        source = capabilities_of(self._store).pool_health
+        if source is None:
             return
         yield from pool_families(source.pool_health())
 

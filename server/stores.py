@@ -13,23 +13,27 @@ The server asks this module for its store and never names a store class itself:
 The server holds a :class:`StoreSlot` from the start, and :func:`open_store` fills it.
 Until then every command answers 57P03 ("the database system is starting up", as
 PostgreSQL does during recovery) and :func:`store_ready` is False, so ``/readyz`` answers
-503. Once filled, the slot's methods *are* the store's bound methods (instance
-attributes), so the hot path pays no delegation.
+503. What the attached store can do beyond the seam (deferred work, closing, readiness,
+the durable log's figures) is found once, when it is attached (:attr:`StoreSlot.capabilities`).
+The statement path does not go through the slot: the executor watches it and calls the
+attached store itself (:meth:`StoreSlot.watch`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cubequeue.grammar.commands import Command, QueueResultBlocking
 from cubequeue.grammar.results import ResultSet
 from cubequeue.server.options import parse_store
+from cubequeue.storage.capabilities import Capabilities, capabilities_of
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.durable.errors import StartingUp
 from cubequeue.storage.interface import BlockingOutcome, StepResult, StoreBackend, Table
@@ -39,6 +43,7 @@ from cubequeue.storage.store import Store
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
+    from cubequeue.storage.durable.progress import ProgressWatch
     from cubequeue.storage.queue_log import Departure
 
 __all__ = [
@@ -73,26 +78,31 @@ class StartupRefused(Exception):
 Opener = Callable[[], Awaitable[StoreBackend]]
 
 
-class StoreSlot:
-    """The server's store: 57P03 until :meth:`attach`, then the store itself.
+#: what :meth:`StoreSlot.watch` calls with the store now and with every store attached
+OnAttach = Callable[[StoreBackend, Capabilities], None]
 
-    Not slotted on purpose: :meth:`attach` rebinds ``execute`` and the other seam methods
-    as instance attributes, so a call after start-up goes straight to the store. Other
-    attributes (``log``, ``info_rows``, ``session``…) are read through from the store.
-    """
 
-    def __init__(self, kind: str, clock: Clock | None = None, opener: Opener | None = None) -> None:
+class _Execute(Protocol):
+    """:meth:`StoreBackend.execute`'s signature, as a bound method."""
+
+    def __call__(self, cmd: Command, process_id: str | None = None) -> StepResult: ...
+
+
+class _ResultBlocking(Protocol):
+    """:meth:`StoreBackend.result_blocking`'s signature, as a bound method."""
+
+    def __call__(
+        self, cmd: QueueResultBlocking, callback: Callable[[ResultSet], None],
+        process_id: str | None = None,
+    ) -> BlockingOutcome: ...
+
+
+class _StartingUp:
+    """The store until one is attached: every step answers 57P03, the clock still runs."""
+
+    def __init__(self, kind: str, clock: Clock | None) -> None:
         self.kind = kind
-        self.target: StoreBackend | None = None
-        self.opener = opener
         self._clock = clock
-        self._stats = StoreStats()
-        self._stats_at = float("-inf")
-        self._stats_task: asyncio.Task[None] | None = None
-        #: a durable store's recovery progress (a ProgressWatch), which the console reads
-        self.recovery_progress: Any = None
-
-    # -- before start-up: 57P03 -----------------------------------------------------------
 
     def execute(self, cmd: Command, process_id: str | None = None) -> StepResult:
         raise StartingUp(_STARTING)
@@ -109,66 +119,102 @@ class StoreSlot:
         raise StartingUp(_STARTING)
 
     def stats(self) -> StoreStats:
-        """Empty before start; the PostgreSQL store's last sample (see :meth:`attach`)."""
-        return self._stats
+        return StoreStats()
 
     def now_ms(self) -> int:
-        """The store's clock once attached (also through a bound method taken before)."""
-        target = self.target
-        if target is not None:
-            return target.now_ms()
         return self._clock() if self._clock is not None else time.time_ns() // 1_000_000
 
-    # -- after ------------------------------------------------------------------------------
+
+class StoreSlot:
+    """The server's store: 57P03 until :meth:`attach`, then the store itself.
+
+    ``execute``, ``result_blocking`` and ``system_table`` are the current store's own bound
+    methods (read through properties: no delegation, nothing rebound); :attr:`store` is
+    that store and :attr:`capabilities` what it can do, found when it was attached.
+    """
+
+    def __init__(self, kind: str, clock: Clock | None = None, opener: Opener | None = None) -> None:
+        self.kind = kind
+        #: the attached store, None until :meth:`attach`
+        self.target: StoreBackend | None = None
+        #: what calls reach now: the attached store, or one that answers 57P03
+        self.store: StoreBackend = _StartingUp(kind, clock)
+        #: what the attached store can do beyond the seam (nothing before it is attached)
+        self.capabilities = Capabilities()
+        self.opener = opener
+        #: a durable store's recovery progress, which the console reads
+        self.recovery_progress: ProgressWatch | None = None
+        self._watchers: list[OnAttach] = []
+        #: the store answers its figures later (the PostgreSQL store): they are sampled
+        self._sampled = False
+        self._stats = StoreStats()
+        self._stats_at = float("-inf")
+        self._stats_task: asyncio.Task[None] | None = None
 
     def attach(self, store: StoreBackend) -> None:
-        self.target = store
+        """Serve ``store`` from now on: its capabilities are found here, once, and every
+        watcher is told."""
+        self.target = self.store = store
         self.kind = store.kind
-        self.execute = store.execute  # type: ignore[method-assign]  # the hot path, undelegated
-        self.result_blocking = store.result_blocking  # type: ignore[method-assign]
-        self.system_table = store.system_table  # type: ignore[method-assign]
-        self.now_ms = store.now_ms  # type: ignore[method-assign]
-        if not _answers_async(store):
-            self.stats = store.stats  # type: ignore[method-assign, assignment]
-        else:
-            # /metrics' collector is synchronous: it reads a sample, refreshed on demand.
-            self.stats = self._sampled_stats  # type: ignore[method-assign]
+        self.capabilities = Capabilities.of(store)
+        self._sampled = False
+        for on_attach in self._watchers:
+            on_attach(store, self.capabilities)
 
-    def _sampled_stats(self) -> StoreStats:
-        if time.monotonic() - self._stats_at >= STATS_MAX_AGE_S and self._stats_task is None:
-            with_loop = _running_loop()
-            if with_loop is not None:
-                self._stats_task = with_loop.create_task(self._sample())
+    def watch(self, on_attach: OnAttach) -> None:
+        """Call ``on_attach`` with the store now, and again whenever one is attached."""
+        self._watchers.append(on_attach)
+        on_attach(self.store, self.capabilities)
+
+    # -- the seam -------------------------------------------------------------------------
+
+    @property
+    def execute(self) -> _Execute:
+        return self.store.execute
+
+    @property
+    def result_blocking(self) -> _ResultBlocking:
+        return self.store.result_blocking
+
+    @property
+    def system_table(self) -> Callable[[str], Table]:
+        return self.store.system_table
+
+    def now_ms(self) -> int:
+        """The current store's clock (also through a bound method taken before attach)."""
+        return self.store.now_ms()
+
+    def stats(self) -> StoreStats:
+        """The store's figures. /metrics' collector is synchronous, so a store that answers
+        them later (an awaitable: the PostgreSQL store) is read through a sample, at most
+        :data:`STATS_MAX_AGE_S` old and refreshed on demand (empty until the first)."""
+        if not self._sampled:
+            got = self.store.stats()
+            if isinstance(got, StoreStats):
+                return got
+            self._sampled = True
+            self._refresh(got)
+        elif time.monotonic() - self._stats_at >= STATS_MAX_AGE_S:
+            self._refresh(None)
         return self._stats
 
-    async def _sample(self) -> None:
+    def _refresh(self, pending: Awaitable[StoreStats] | None) -> None:
+        loop = _running_loop()
+        if self._stats_task is not None or loop is None:
+            if inspect.iscoroutine(pending):
+                pending.close()  # a sample is on its way already (or no loop to run it)
+            return
+        self._stats_task = loop.create_task(self._sample(pending))
+
+    async def _sample(self, pending: Awaitable[StoreStats] | None) -> None:
         try:
-            assert self.target is not None
-            got = self.target.stats()
+            got = pending if pending is not None else self.store.stats()
             self._stats = got if isinstance(got, StoreStats) else await got
             self._stats_at = time.monotonic()
         except Exception as exc:  # the database is away: keep the last sample
             _log.debug("store stats unavailable: %s", exc)
         finally:
             self._stats_task = None
-
-    @property
-    def has_deferred(self) -> bool:
-        """The attached store's deferred bulk work, read after every step: a property,
-        because a read through :meth:`__getattr__` (reached only after the normal lookup
-        fails) cost a few µs per statement."""
-        target = self.target
-        return target is not None and bool(getattr(target, "has_deferred", False))
-
-    def __getattr__(self, name: str) -> Any:
-        target = self.__dict__.get("target")
-        if target is None:
-            raise AttributeError(name)
-        return getattr(target, name)
-
-
-def _answers_async(store: StoreBackend) -> bool:
-    return store.kind == "postgresql"
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -279,20 +325,16 @@ async def open_store(slot: StoreBackend) -> None:
 
 async def close_store(slot: StoreBackend) -> None:
     """The durable store's final snapshot, the PostgreSQL store's connections."""
-    target = slot.target if isinstance(slot, StoreSlot) else slot
-    close = getattr(target, "close", None)
-    if close is not None:
-        await close()
+    closes = capabilities_of(slot).closes
+    if closes is not None:
+        await closes.close()
 
 
 def store_ready(store: StoreBackend) -> bool:
     """For ``/readyz``: attached, and then the memory store always is; the durable store
     while its log works; the PostgreSQL store while it reaches its database and its
     notification session is up."""
-    target = store.target if isinstance(store, StoreSlot) else store
-    if target is None:
+    if isinstance(store, StoreSlot) and store.target is None:
         return False
-    log = getattr(target, "log", None)
-    if target.kind == "durable" and log is not None and log.failed is not None:
-        return False
-    return bool(getattr(target, "available", True))
+    availability = capabilities_of(store).availability
+    return availability is None or availability.available

@@ -97,9 +97,8 @@ def plan_for(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> SelectPlan:
 
 
 def _now_ms(store: PlainStore) -> int:
-    """The store's clock: ``now_ms()`` where the store has it (the seam), else ``clock()``."""
-    now_ms = getattr(store, "now_ms", None)
-    return int(now_ms()) if callable(now_ms) else store.clock()
+    """The store's clock (the executor's plain tables give the store's ``now_ms``)."""
+    return store.clock()
 
 
 @lru_cache(maxsize=64)

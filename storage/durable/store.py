@@ -373,6 +373,11 @@ class DurableStore:
         await log.reopen(lsn + 1)
         self._reserve()
 
+    @property
+    def available(self) -> bool:
+        """False once the log has stopped (mutating steps get 58030): ``/readyz`` is 503."""
+        return self.log.failed is None
+
     async def close(self) -> None:
         """Graceful stop (SIGTERM): a final snapshot, so the next start replays nothing."""
         self._interval.cancel()

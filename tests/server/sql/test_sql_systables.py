@@ -222,7 +222,7 @@ def test_select_star_describes_the_stores_own_schema(table: str, session: PlainS
 
 def test_a_frame_with_other_columns_is_our_bug_not_a_reordering(session: PlainSession) -> None:
     class Wrong:
-        def now_ms(self) -> int:
+        def clock(self) -> int:
             return T0
 
         def system_table(self, name: str) -> ResultSet:
