@@ -299,7 +299,7 @@ def test_dialect_text_shapes_are_kept_per_schema_and_answer_as_fresh_ones() -> N
     """A simple dialect Query's RowDescription and DataRows come from the session's
     per-schema shape; the same statements on a fresh session (cache empty) answer the
     same bytes, and a full map is cleared, not grown."""
-    from cubequeue.server.pgwire import session as session_module
+    from cubequeue.server.pgwire import replies as session_module
 
     script = [m.Query("QUEUE ADD PRIORITY 1 'q:a' '{}'"), m.Query("CACHE SET 'c:k' 'v'"),
               m.Query("CACHE GET 'c:k'"), m.Query("QUEUE LIST 'q'"), m.Query("CACHE GET 'c:k'"),
