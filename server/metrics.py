@@ -63,6 +63,7 @@ from cubequeue.storage.capabilities import PoolHealth, capabilities_of
 from cubequeue.storage.stats import (
     DEFAULT_STALLED_AFTER_MS,
     DEPARTURE_REASONS,
+    WALK_SLICE,
     PrefixCensus,
     PrefixCounts,
     PrefixSample,
@@ -101,8 +102,6 @@ MAX_COMMAND_LABELS = 200
 OTHER = "__other__"
 #: the ``command`` label of a statement whose first word is no command we know
 UNKNOWN_COMMAND = "unknown"
-#: prefixes read per event-loop turn while a scrape walks them
-WALK_SLICE = 2048
 PROTOCOLS = ("pg", "ws")
 #: the options whose caps refuse connections (``cubequeue_connections_refused``)
 CONNECTION_CAPS = ("max_connections", "max_connections_per_user",

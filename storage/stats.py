@@ -20,6 +20,7 @@ from typing import Protocol, overload
 __all__ = [
     "DEFAULT_STALLED_AFTER_MS",
     "DEPARTURE_REASONS",
+    "WALK_SLICE",
     "DepartureCounts",
     "PrefixCensus",
     "PrefixCounts",
@@ -36,6 +37,9 @@ DEPARTURE_REASONS = ("acked", "cancelled", "cancelled_stalled", "cancelled_orpha
 #: an active item is stalled once its heartbeat is this old, unless its prefix remembers
 #: a STALLED/TO_CANCEL timeout: Cube's heartBeatTimeout (4 x its 30 s heartBeatInterval)
 DEFAULT_STALLED_AFTER_MS = 120_000
+#: prefixes a reader that must not hold the event loop takes per turn from
+#: :meth:`PrefixCensus.walk` (a few milliseconds of work)
+WALK_SLICE = 2048
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,11 @@ class DepthRing:
         return len(self._samples)
 
     @property
+    def per_sample(self) -> int:
+        """The most prefixes a sample keeps."""
+        return self._per_sample
+
+    @property
     def last_seq(self) -> int:
         return self._seq
 

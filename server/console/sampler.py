@@ -8,12 +8,20 @@ the next tick tries again: the console must never take the server down.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cubequeue.server.console.ring import DepthRing
 from cubequeue.server.console.source import StoreReader
+from cubequeue.storage.stats import (
+    DEFAULT_STALLED_AFTER_MS,
+    WALK_SLICE,
+    PrefixCensus,
+    PrefixCounts,
+    PrefixSample,
+)
 
 __all__ = ["SAMPLE_INTERVAL_S", "CommandRate", "Sampler"]
 
@@ -38,6 +46,24 @@ class CommandRate:
         self._last = (mono_s, total)
 
 
+def _ring_order(s: PrefixSample) -> tuple[int, str]:
+    return -s[0], s[1]  # the ring's order: depth (pending + active), then name
+
+
+async def _deepest(prefixes: Sequence[PrefixCounts], keep: int) -> Sequence[PrefixCounts]:
+    """The ``keep`` deepest prefixes holding items, which is all the ring reads of a sample
+    (one more than it keeps, so it still knows whether the sample is complete). The
+    in-memory store's census is read a slice per loop turn: a store of 10^6 prefixes
+    must not hold the loop every second."""
+    if not isinstance(prefixes, PrefixCensus):
+        return prefixes
+    kept: list[PrefixSample] = []
+    for part in prefixes.walk(WALK_SLICE, DEFAULT_STALLED_AFTER_MS):
+        kept = heapq.nlargest(keep, [*kept, *(s for s in part if s[0])], key=_ring_order)
+        await asyncio.sleep(0)
+    return [PrefixCounts(s[1], s[2], s[3]) for s in kept]
+
+
 class Sampler:
     def __init__(self, reader: StoreReader, ring: DepthRing,
                  commands_total: Callable[[], float],
@@ -51,7 +77,8 @@ class Sampler:
 
     async def sample_once(self) -> None:
         stats = await self.reader.stats()
-        self.ring.record(self.reader.now_ms(), stats.prefixes)
+        deepest = await _deepest(stats.prefixes, self.ring.per_sample + 1)
+        self.ring.record(self.reader.now_ms(), deepest)
         self.rate.observe(time.monotonic(), self._commands_total())
 
     async def _run(self) -> None:

@@ -1,6 +1,6 @@
 """/metrics over a real in-memory store (test clock, small injected limits): a scrape walks
-the prefixes in bounded slices across event-loop turns (issue 23 item 6), long prefix
-names are cut once, and the alerting families of issue 27 (oldest pending age, stalled
+the prefixes in bounded slices across event-loop turns (issue 23 item 6; the console's depth
+sampler too), long prefix names are cut once, and the alerting families of issue 27 (oldest pending age, stalled
 items, departures by reason, build info, refused connections, the PostgreSQL pool)."""
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from cubequeue.grammar import parse
 from cubequeue.server import __version__
 from cubequeue.server import metrics as metrics_module
+from cubequeue.server.console import sampler as sampler_module
+from cubequeue.server.console.ring import DepthRing
+from cubequeue.server.console.sampler import Sampler
+from cubequeue.server.console.source import StoreReader
 from cubequeue.server.context import ConnectionRegistry
 from cubequeue.server.errors import TooManyConnections
 from cubequeue.server.metrics import OTHER, Metrics
@@ -301,3 +305,40 @@ def test_pool_health_of_a_store_that_reports_it() -> None:
     assert not [n for n, _ in memory if n.startswith("cubequeue_store_")]
 
 
+
+
+def test_the_console_sampler_reads_the_census_a_slice_per_turn(
+        counted: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console's once-a-second depth sample read every prefix in one turn (and
+    sorted them all): at 10^6 prefixes, seconds of stall every second."""
+    monkeypatch.setattr(sampler_module, "WALK_SLICE", 3)
+    store = deep_store(12)
+    run(store, "QUEUE ADD PRIORITY 1 'p11:more' 'x'")  # p11: 13 items, p10: 11...
+    per_ring = DepthRing(per_sample=4)
+    whole = DepthRing(per_sample=4)
+    sampler = Sampler(StoreReader(store, store.now_ms), per_ring, lambda: 0.0)
+    per_turn: list[int] = []
+
+    async def go() -> None:
+        done = False
+
+        async def ticker() -> None:
+            last = counted[0]
+            while not done:
+                await asyncio.sleep(0)
+                per_turn.append(counted[0] - last)
+                last = counted[0]
+
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        await sampler.sample_once()
+        done = True
+        await tick
+
+    asyncio.run(go())
+    assert counted[0] == 12 and max(per_turn) <= 3
+    got = per_ring.series(top=4)
+    expected = whole.record(0, list(store.stats().prefixes))  # the whole list at once
+    assert set(got.prefixes) == set(expected.depths) == {"p11", "p10", "p09", "p08"}
+    assert not expected.complete and not per_ring._samples[-1].complete
+    assert per_ring._samples[-1].depths == expected.depths
