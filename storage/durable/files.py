@@ -10,10 +10,11 @@ rename is not durable (etcd ``Create``, Redis ``fsyncFileDir``).
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Protocol
 
-__all__ = ["Files", "OsFiles", "preallocate", "zero_fill"]
+__all__ = ["Files", "OsFiles", "disk_error", "preallocate", "zero_fill"]
 
 _ZEROS = b"\0" * (1 << 20)
 
@@ -116,3 +117,14 @@ def preallocate(files: Files, handle: int, size: int, *, written: bool) -> None:
         os.posix_fallocate(handle, 0, size)
         return
     zero_fill(files, handle, size)
+
+
+def disk_error(err: OSError) -> str:
+    """``err`` in words; a full disk also says which options bound the directory."""
+    text = str(err)
+    if err.errno == errno.ENOSPC:
+        text += (" (the data directory's file system is full: free space there, or lower "
+                 "--segment-bytes, the size log segments grow to, or "
+                 "--snapshot-min-log-bytes, the log kept between snapshots; "
+                 "--max-disk-bytes refuses growth before the disk is full)")
+    return text

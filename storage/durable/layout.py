@@ -26,6 +26,7 @@ __all__ = [
     "SNAP_MAGIC",
     "DamagedHeader",
     "FileHeader",
+    "SegmentTail",
     "decode_header",
     "encode_header",
     "log_name",
@@ -60,6 +61,19 @@ class DamagedHeader(ValueError):
     """The header's own bytes are damaged (its checksum fails): what it held can be
     derived again (the lsn from the file name, the directory from ``DIRECTORY_ID``), so
     the frames after it are still read, each by its own checksum."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTail:
+    """The last segment, where its written data ends: the log continues in it rather
+    than in a new file, so restarts add no segments."""
+
+    name: str
+    first_lsn: int
+    #: where the next frame goes
+    offset: int
+    #: the lsn the next frame must carry
+    next_lsn: int
 
 
 def encode_header(header: FileHeader) -> bytes:

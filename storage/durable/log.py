@@ -41,8 +41,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
-from cubequeue.storage.durable.files import Files
+from cubequeue.storage.durable.files import Files, disk_error
 from cubequeue.storage.durable.frames import encode_frame
+from cubequeue.storage.durable.layout import SegmentTail
 from cubequeue.storage.durable.records import Record
 from cubequeue.storage.durable.segments import SegmentWriter
 
@@ -85,6 +86,7 @@ class DurableLog:
         segment_bytes: int,
         first_lsn: int,
         on_fatal: Callable[[str], None],
+        resume: SegmentTail | None = None,
     ) -> None:
         self._loop = loop
         self._files = files
@@ -120,7 +122,7 @@ class DurableLog:
         self.bytes_since_snapshot = 0
         self._jobs: queue.SimpleQueue[Callable[[], object] | _Stop] = queue.SimpleQueue()
         self._writer = SegmentWriter(files, data_dir, directory, segment_bytes, first_lsn,
-                                     zero_filled=not self._inline)
+                                     zero_filled=not self._inline, resume=resume)
         self._thread = threading.Thread(target=self._run, name="cubequeue-log", daemon=True)
         self._thread.start()
         self._timer: asyncio.TimerHandle | None = None
@@ -176,7 +178,7 @@ class DurableLog:
                 written = writer.append_if_fits(frame)
             except OSError as err:
                 self._count(frame, count)
-                self._stop(f"log write to {writer.name} failed: {err}")
+                self._stop(f"log write to {writer.name} failed: {disk_error(err)}")
                 return False
             if not written:  # a rotation: the thread's job (it fsyncs)
                 self._send(frame, first, count, sync=False)
@@ -270,7 +272,7 @@ class DurableLog:
     def _written(self, last: int, synced: bool, took: float, error: BaseException | None) -> None:
         self._in_flight = False
         if error is not None:
-            self._stop(f"log write to {self._writer.name} failed: {error}")
+            self._stop(f"log write to {self._writer.name} failed: {_describe(error)}")
             return
         self.written_lsn = last
         if synced:
@@ -327,7 +329,7 @@ class DurableLog:
         self._sync_in_flight = False
         self._delayed_noted = False
         if error is not None:
-            self._stop(f"log fsync of {self._writer.name} failed: {error}")
+            self._stop(f"log fsync of {self._writer.name} failed: {_describe(error)}")
             return
         self._note_fsync(took)
         self.durable_lsn = max(self.durable_lsn, target)
@@ -444,6 +446,10 @@ class DurableLog:
                 job()
             except Exception:  # a job reports its own errors; this is our bug
                 _log.exception("durable: writer job failed")
+
+
+def _describe(error: BaseException) -> str:
+    return disk_error(error) if isinstance(error, OSError) else str(error)
 
 
 class LogStopped(OSError):

@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import time
 from collections.abc import Callable
 
-from cubequeue.storage.durable.files import Files, OsFiles
+from cubequeue.storage.durable.files import Files, OsFiles, disk_error
 from cubequeue.storage.durable.lock import DirectoryLock
 from cubequeue.storage.durable.log import DurableLog, FsyncPolicy
 from cubequeue.storage.durable.progress import ProgressWatch, RecoveryProgress
-from cubequeue.storage.durable.recovery import OnRecord, Policy, RecoveryReport, recover
+from cubequeue.storage.durable.recovery import (
+    OnRecord,
+    Policy,
+    Recovered,
+    RecoveryReport,
+    recover,
+)
+from cubequeue.storage.durable.snapshots import prune
 from cubequeue.storage.durable.store import DurableSettings, DurableStore
 from cubequeue.storage.store import Store
 
@@ -66,10 +74,26 @@ async def open_store(
         return await _open(store, data_dir, fsync, recovery, max_disk_bytes, segment_bytes,
                            snapshot_min_log_bytes, snapshot_interval_s, wall_ms, on_fatal,
                            files, watch, on_record, started)
+    except OSError as err:
+        if err.errno != errno.ENOSPC:
+            raise
+        # the caller prints strerror after the directory: make it say what to change
+        raise OSError(errno.ENOSPC, disk_error(err)) from err
     finally:
         ticker.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ticker
+
+
+def _recover_and_prune(disk: Files, data_dir: str, recovery: Policy, store: Store,
+                       wall_ms: Callable[[], int], watch: ProgressWatch,
+                       on_record: OnRecord | None) -> Recovered:
+    """Recovery, then the files it no longer needs: segments wholly covered by the
+    snapshots kept (a crash loop never reaches the snapshot that would prune them)."""
+    recovered = recover(disk, data_dir, recovery, store.limits, wall_ms,
+                        on_progress=watch.update, on_record=on_record)
+    prune(disk, data_dir)
+    return recovered
 
 
 async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Policy,
@@ -88,8 +112,7 @@ async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Polic
     try:
         try:
             recovered = await asyncio.to_thread(
-                lambda: recover(disk, data_dir, recovery, store.limits, wall_ms,
-                                on_progress=watch.update, on_record=on_record))
+                _recover_and_prune, disk, data_dir, recovery, store, wall_ms, watch, on_record)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -109,15 +132,25 @@ async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Polic
     clock = store.clock
     if image.clock_offset and hasattr(clock, "advance"):
         clock.advance(max(0, image.clock_offset - getattr(clock, "offset_ms", 0)))
-    log = DurableLog(asyncio.get_running_loop(), disk, data_dir, recovered.directory,
-                     policy=fsync, segment_bytes=segment_bytes,
-                     first_lsn=recovered.last_lsn + 1, on_fatal=on_fatal)
+    try:
+        log = DurableLog(asyncio.get_running_loop(), disk, data_dir, recovered.directory,
+                         policy=fsync, segment_bytes=segment_bytes,
+                         first_lsn=recovered.last_lsn + 1, on_fatal=on_fatal,
+                         resume=recovered.tail)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
     settings = DurableSettings(data_dir=data_dir, max_disk_bytes=max_disk_bytes,
                                snapshot_min_log_bytes=snapshot_min_log_bytes,
                                snapshot_interval_s=snapshot_interval_s)
     durable = DurableStore(store, log, disk, recovered.directory, settings,
                            reserved=image.next_id, max_ts=image.max_ts)
     durable.lock = lock
+    if recovered.log_bytes >= snapshot_min_log_bytes:
+        # restarts that each wrote less than the threshold (a crash loop) would otherwise
+        # keep the log growing: what was replayed counts towards the next snapshot
+        durable.snapshot_soon()
     report = recovered.report
     durable.recovery = report
     records = watch.latest.records if watch.latest is not None else report.records

@@ -39,6 +39,7 @@ from cubequeue.storage.durable import layout
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.image import Image
+from cubequeue.storage.durable.layout import SegmentTail
 from cubequeue.storage.durable.progress import REPORT_BYTES, Phase, RecoveryProgress
 from cubequeue.storage.durable.records import InvalidRecord, Record
 from cubequeue.storage.limits import Limits
@@ -91,19 +92,6 @@ class RecoveryReport:
     quarantined_files: list[str] = field(default_factory=list)
     seconds: float = 0.0
     clock_behind_ms: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentTail:
-    """The last segment, where its written data ends: the log continues in it rather
-    than in a new file, so restarts add no segments."""
-
-    name: str
-    first_lsn: int
-    #: where the next frame goes
-    offset: int
-    #: the lsn the next frame must carry
-    next_lsn: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +431,7 @@ class _Replay:
         self.tail = None
         self.log_bytes += max(0, used - layout.HEADER_BYTES)
         try:
-            return self._replay_frames(name, data, first, after, expected, later)
+            return self._replay_frames(name, data, used, first, after, expected, later)
         finally:
             self.file_done(used)
             self.progress("log")
@@ -486,8 +474,8 @@ class _Replay:
         _log.warning("durable: the header of %s was rewritten from its name and "
                      "DIRECTORY_ID", name)
 
-    def _replay_frames(self, name: str, data: bytes, first: int, after: int, expected: int,
-                       later: list[tuple[str, int]]) -> tuple[int, bool]:
+    def _replay_frames(self, name: str, data: bytes, used: int, first: int, after: int,
+                       expected: int, later: list[tuple[str, int]]) -> tuple[int, bool]:
         header = self._check_header(name, data, first, later)
         if header == "removed":
             return expected, False
@@ -506,6 +494,11 @@ class _Replay:
         while True:
             found = fr.read_frame(data, offset, end)
             if found is None:
+                if used > offset and not later:
+                    # bytes past the end of the written data (a write the disk kept out
+                    # of order): never read, but the log is about to continue here
+                    self.report.torn_tails += 1
+                    self._cut(name, data, offset, "bytes after the end of the written data")
                 self._ended(readable, name, first, offset, continues)
                 return expected, False
             if isinstance(found, fr.Frame):

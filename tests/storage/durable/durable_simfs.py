@@ -36,6 +36,8 @@ class SimFiles:
         self._next_handle = 3
         self.fault: Fault | None = None
         self.syncs = 0
+        #: bytes the disk holds (visible files together); a write past it fails ENOSPC
+        self.capacity: int | None = None
 
     def _check(self, op: str, path: str) -> None:
         if self.fault is not None:
@@ -68,6 +70,10 @@ class SimFiles:
             path, inode = self._handles[handle]
             self._check("write", path)
             end = offset + len(data)
+            if self.capacity is not None and end > len(inode.data):
+                used = sum(len(i.data) for i in self._visible.values())
+                if used + end - len(inode.data) > self.capacity:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
             if len(inode.data) < end:
                 inode.data.extend(b"\0" * (end - len(inode.data)))
             inode.data[offset:end] = data
@@ -164,6 +170,11 @@ class SimFiles:
                 out._visible[path] = _Inode(bytearray(data), bytearray(data))
                 out._durable[path] = out._visible[path]
             return out
+
+    def used(self, under: str = "/") -> int:
+        """Bytes in the visible files below ``under``."""
+        with self._lock:
+            return sum(len(i.data) for p, i in self._visible.items() if p.startswith(under))
 
     def killed(self) -> SimFiles:
         """The disk as a kill -9 leaves it: everything written is there (the OS has it)."""
