@@ -31,7 +31,7 @@ from scramp.utils import ScramException
 from cubequeue.server.errors import InvalidPassword, ProtocolViolation
 from cubequeue.server.logs import log_auth_failure
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import decode_sasl_initial_response
+from cubequeue.server.pgwire.decoder import decode_sasl_initial_response
 
 __all__ = ["AUTH_METHODS", "Exchange", "Md5Exchange", "ScramExchange", "make_exchange"]
 

@@ -16,7 +16,7 @@ from cubequeue.grammar.results import ResultSet
 from cubequeue.server.errors import ConfigurationLimitExceeded, bind_count_error
 from cubequeue.server.executor import PlainWait, Prepared, WaitFor, ends_block, plain_outcome
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import (
+from cubequeue.server.pgwire.encoder import (
     BIND_COMPLETE,
     CLOSE_COMPLETE,
     EMPTY_QUERY,

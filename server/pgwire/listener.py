@@ -69,7 +69,7 @@ from cubequeue.server.pgwire.acceptor import (
     file_id,
     listen_backlog,
 )
-from cubequeue.server.pgwire.codec import Decoder, FramingError
+from cubequeue.server.pgwire.decoder import Decoder, FramingError
 from cubequeue.server.pgwire.errors import InvalidAuthorizationSpecification
 from cubequeue.server.pgwire.session import PgSession
 from cubequeue.server.pgwire.states import SessionState

@@ -2,9 +2,9 @@
 
 Names and fields follow "Message Formats" of the PostgreSQL 15 documentation
 (https://www.postgresql.org/docs/15/protocol-message-formats.html). Frontend messages are
-what :class:`~cubequeue.server.pgwire.codec.Decoder` yields and
+what :class:`~cubequeue.server.pgwire.decoder.Decoder` yields and
 :func:`~cubequeue.server.pgwire.client.encode_frontend` writes; backend messages are what
-:func:`~cubequeue.server.pgwire.codec.encode` writes and
+:func:`~cubequeue.server.pgwire.encoder.encode` writes and
 :class:`~cubequeue.server.pgwire.client.BackendDecoder` reads. Values are already decoded
 (``str`` for C strings, ``bytes | None`` for parameter and column values), so the
 session never sees wire framing.

@@ -10,7 +10,7 @@ from datetime import UTC, tzinfo
 from cubequeue.grammar.commands import Command
 from cubequeue.grammar.results import Column, ResultSet, Row
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import EMPTY_QUERY, encode_command_complete
+from cubequeue.server.pgwire.encoder import EMPTY_QUERY, encode_command_complete
 from cubequeue.server.pgwire.errors import notice_response
 from cubequeue.server.pgwire.session_core import SessionCore
 from cubequeue.server.pgwire.statements import ResultShape, columns_of, result_shape, zoned

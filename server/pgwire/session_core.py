@@ -24,7 +24,7 @@ from cubequeue.grammar.results import Column, ResultSet
 from cubequeue.server.executor import Binder, Origin, PlainWait, Prepared, Step, WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.auth import Exchange
-from cubequeue.server.pgwire.codec import READY, encode
+from cubequeue.server.pgwire.encoder import READY, encode
 from cubequeue.server.pgwire.errors import error_response
 from cubequeue.server.pgwire.row_writer import ShapeFor
 from cubequeue.server.pgwire.statements import Names, ResultShape

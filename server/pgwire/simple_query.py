@@ -15,7 +15,7 @@ from cubequeue.grammar.commands import Command
 from cubequeue.grammar.results import Column
 from cubequeue.server.executor import PlainWait, WaitFor, plain_outcome
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import (
+from cubequeue.server.pgwire.encoder import (
     COPY_DONE,
     EMPTY_QUERY,
     encode_command_complete,

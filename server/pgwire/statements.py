@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Literal
 
 from cubequeue.grammar.commands import Command, Param, Slot
+from cubequeue.grammar.lexical import bounded_int
 from cubequeue.grammar.results import Column, Row
 from cubequeue.server.errors import InvalidCursorName, InvalidStatementName
 from cubequeue.server.pgtypes.adapters import (
@@ -40,7 +41,7 @@ from cubequeue.server.pgtypes.oids import (
     column_oid,
 )
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import NO_DATA, encode, encode_data_row
+from cubequeue.server.pgwire.encoder import NO_DATA, encode, encode_data_row
 from cubequeue.server.pgwire.errors import DuplicateCursor, DuplicatePreparedStatement
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def _digits_as_ids(load: ParamsLoader, positions: frozenset[int]) -> ParamsLoade
         if not any(_is_digits(values[i]) for i in positions):
             return values
         return tuple(
-            int(v) if i in positions and _is_digits(v) else v  # type: ignore[arg-type]
+            bounded_int(v) if i in positions and _is_digits(v) else v  # type: ignore[arg-type]
             for i, v in enumerate(values)
         )
 

@@ -9,12 +9,8 @@ from hypothesis import strategies as st
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.client import BackendDecoder, PgError, encode_frontend
-from cubequeue.server.pgwire.codec import (
-    Decoder,
-    FramingError,
-    decode_sasl_initial_response,
-    encode,
-)
+from cubequeue.server.pgwire.decoder import Decoder, FramingError, decode_sasl_initial_response
+from cubequeue.server.pgwire.encoder import encode
 
 # (message, golden hex) — frontend messages as a client writes them (PostgreSQL 15
 # "Message Formats"; the startup packets as captured from psql 15 / libpq).
@@ -331,7 +327,7 @@ _FAST_CODES = {"B": m.Bind, "P": m.Parse, "D": m.Describe, "E": m.Execute, "Q": 
 
 def _checked(code: str, body: bytes) -> object:
     """What the checked reader alone makes of ``body``: a message, or the error text."""
-    from cubequeue.server.pgwire import codec
+    from cubequeue.server.pgwire import decoder as codec
 
     r = codec._Reader(body)
     try:
@@ -343,7 +339,7 @@ def _checked(code: str, body: bytes) -> object:
 
 
 def _decoded(code: str, body: bytes) -> object:
-    from cubequeue.server.pgwire import codec
+    from cubequeue.server.pgwire import decoder as codec
 
     try:
         return codec._read_typed(ord(code), body)

@@ -17,7 +17,7 @@ from cubequeue.server.app import build_context
 from cubequeue.server.config import Config
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.client import encode_frontend
-from cubequeue.server.pgwire.codec import Decoder
+from cubequeue.server.pgwire.decoder import Decoder
 from cubequeue.server.pgwire.session import PgSession
 
 P3 = 196608
@@ -319,7 +319,7 @@ def test_dialect_text_shapes_are_kept_per_schema_and_answer_as_fresh_ones() -> N
 
 def test_command_complete_remembered_equals_encoded() -> None:
     from cubequeue.server.pgwire.client import BackendDecoder
-    from cubequeue.server.pgwire.codec import encode_command_complete
+    from cubequeue.server.pgwire.encoder import encode_command_complete
 
     for tag in ("QUEUE ACK", "QUEUE LIST 1", "SELECT 1", "QUEUE LIST 1", "é 2"):
         (msg,) = BackendDecoder().feed(encode_command_complete(tag))

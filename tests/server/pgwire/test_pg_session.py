@@ -535,7 +535,7 @@ def test_two_waits_in_one_query_resume_in_order():
 
 
 def test_take_bytes_is_the_encoding_of_take():
-    from cubequeue.server.pgwire.codec import encode_many
+    from cubequeue.server.pgwire.encoder import encode_many
 
     a, b = make(), make()
     msgs = (m.Parse("", "QUEUE LIST $1"), m.Bind("", "", (), (b"st",)), m.Execute(""), m.Sync())

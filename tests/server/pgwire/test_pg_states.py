@@ -18,7 +18,7 @@ from cubequeue.server.config import Config
 from cubequeue.server.errors import InFailedTransaction
 from cubequeue.server.executor import Prepared, Step, WaitFor
 from cubequeue.server.pgwire import messages as m
-from cubequeue.server.pgwire.codec import encode_many
+from cubequeue.server.pgwire.encoder import encode_many
 from cubequeue.server.pgwire.session import PgSession
 from cubequeue.server.pgwire.states import (
     TRANSITIONS,

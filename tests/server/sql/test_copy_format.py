@@ -13,11 +13,7 @@ from hypothesis import strategies as st
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue, QueueError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet
 from cubequeue.server.pgtypes import oids
-from cubequeue.server.pgwire.codec import (
-    COPY_DONE,
-    encode_copy_data,
-    encode_copy_out_response,
-)
+from cubequeue.server.pgwire.encoder import COPY_DONE, encode_copy_data, encode_copy_out_response
 from cubequeue.server.sql.copy import CopyOptions, copy_lines, parse_copy, run_copy
 from cubequeue.server.sql.outcome import PlainOutcome
 
