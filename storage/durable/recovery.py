@@ -346,8 +346,12 @@ class _Replay:
         path = f"{self.dir}/{name}"
         data = self.files.read(path)
         used = self.file_read(data, self.files.size(path))
+        damaged: layout.DamagedHeader | None = None
         try:
-            layout.decode_header(data, layout.SNAP_MAGIC, self.directory)
+            try:
+                layout.decode_header(data, layout.SNAP_MAGIC, self.directory)
+            except layout.DamagedHeader as err:
+                damaged = err  # the frames and the trailer (which names the lsn) decide
             image, objects = self._snapshot_frames(name, data, lsn)
         except ValueError as err:
             self.file_done(used)
@@ -358,6 +362,12 @@ class _Replay:
                 raise RecoveryRefused(
                     f"--recovery strict: snapshot {name}: {err}; refusing to start") from None
             return None
+        if damaged is not None:  # a whole snapshot with a damaged header: only it is lost
+            self.corrupt(name, f"damaged snapshot header ({damaged}); its frames and trailer "
+                               "are whole")
+            self.quarantine.bytes(name, 0, data[: layout.HEADER_BYTES],
+                                  f"snapshot header: {damaged}")
+            self._rewrite_header(name, layout.SNAP_MAGIC, lsn)
         self.report.snapshot_lsn = lsn
         self.report.snapshot_objects = objects
         self.file_done(used)
@@ -454,7 +464,7 @@ class _Replay:
                                "their own checksums")
             self.quarantine.bytes(name, 0, data[: layout.HEADER_BYTES], f"segment header: {err}")
             if at is None or (isinstance(at, fr.Frame) and at.first_lsn == first):
-                self._rewrite_header(name, first)  # what it held, derived again
+                self._rewrite_header(name, layout.LOG_MAGIC, first)  # derived again
                 return "good"
             return "damaged"
         except ValueError as err:  # a valid header, but not ours: another directory
@@ -462,9 +472,8 @@ class _Replay:
             self.quarantine.bytes(name, 0, data[: _used_bytes(data)], str(err))  # once
             return "foreign"
 
-    def _rewrite_header(self, name: str, first: int) -> None:
-        header = layout.FileHeader(layout.LOG_MAGIC, self.directory, first,
-                                   time.time_ns() // 1_000_000)
+    def _rewrite_header(self, name: str, magic: bytes, lsn: int) -> None:
+        header = layout.FileHeader(magic, self.directory, lsn, time.time_ns() // 1_000_000)
         handle = self.files.open(f"{self.dir}/{name}", create=False)
         try:
             self.files.pwrite(handle, layout.encode_header(header), 0)

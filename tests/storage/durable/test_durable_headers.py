@@ -12,6 +12,7 @@ from durable_testkit import DIR, T0, image_of, record_segments, records
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cubequeue.storage.durable import frames as fr
 from cubequeue.storage.durable import layout
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.recovery import RecoveryRefused, recover
@@ -88,3 +89,30 @@ def test_strict_still_refuses_a_damaged_header():
     with pytest.raises(RecoveryRefused, match="damaged segment header"):
         _recover(files, "strict")
     assert not _quarantined(files)
+
+
+@settings(deadline=None, max_examples=30)
+@given(st.integers(0, layout.HEADER_BYTES * 8 - 1))
+def test_a_bit_flipped_in_the_only_snapshots_header_loses_nothing(bit):
+    """Pruning left no log before the snapshot, so losing it would lose its state."""
+    before = [(r.CACHE_PUT, i, f"c:{i}", "old", None) for i in range(1, 6)]
+    after = [[(r.CACHE_PUT, i, f"c:{i}", "new", None)] for i in range(3, 9)]
+    files = SimFiles()
+    record_segments(files, [], DIRECTORY)
+    for name in files.listdir(DIR):
+        if name.startswith("log-"):
+            files.unlink(f"{DIR}/{name}")
+    header = layout.encode_header(layout.FileHeader(layout.SNAP_MAGIC, DIRECTORY, 5, T0))
+    files.put(f"{DIR}/{layout.snap_name(5)}", header + fr.encode_frame(1, before) + fr.encode_frame(
+        6, [(r.TRAILER, 5, 5, 1, 6, T0)]))
+    for i, recs in enumerate(after):
+        files.put(f"{DIR}/{layout.log_name(6 + i)}", layout.encode_header(
+            layout.FileHeader(layout.LOG_MAGIC, DIRECTORY, 6 + i, T0)) + fr.encode_frame(6 + i, recs))
+    _flip(files, layout.snap_name(5), bit)
+    expected = image_of([before, *after])
+    expected.expire(T0)
+    got = _recover(files)
+    assert got.image.cache == expected.cache and got.report.snapshot_lsn == 5
+    assert all(len(copy) <= layout.HEADER_BYTES for copy in _quarantined(files).values())
+    again = _recover(files)
+    assert again.image.cache == expected.cache and again.report.corrupt_frames == 0
