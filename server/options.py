@@ -361,7 +361,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("max_disk_bytes", "durable mode: above this many bytes in the data directory, "
            "commands that grow state get 53100", _integer(1 << 20), metavar="BYTES",
            unit="bytes", default_help="none"),
-    Option("segment_bytes", "durable mode: size of one preallocated log segment",
+    Option("segment_bytes", "durable mode: the size preallocated log segments grow to "
+           "(the first is 1 MiB, or this if smaller; each after a full one is twice as large)",
            _integer(1 << 16), metavar="BYTES", unit="bytes"),
     Option("snapshot_min_log_bytes", "durable mode: snapshot once the log since the last "
            "snapshot is this large (and at least that snapshot's size)", _integer(1 << 16),
