@@ -11,8 +11,9 @@ measured first, with the grammar's tokenizer, which stops counting at the limit:
   run per row), and the items of one ``IN (…)`` list, :data:`MAX_IN_LIST_ITEMS`.
 
 Each is 54000 naming the limit, as is a system table above ``--max-sql-rows``
-(:func:`too_many_rows`; the executor counts the rows before they are built). Dialect statements (``QUEUE``/``CACHE``) never come here:
-their own parser is linear and their payloads are bounded by ``--max-payload-bytes``.
+(:func:`too_many_rows`; the executor counts the rows before they are built). Dialect
+statements (``QUEUE``/``CACHE``) never come here: their own parser is linear and their
+payloads are bounded by ``--max-payload-bytes``.
 This module does not import sqlglot, so the wire can check before the first SELECT
 loads it.
 """
@@ -24,9 +25,6 @@ from typing import Final
 
 from cubequeue.grammar import tokens as t
 from cubequeue.grammar.errors import LimitExceeded
-from cubequeue.grammar.lexical import MAX_INT_DIGITS, shown
-
-from .errors import NumericValueOutOfRange, UndefinedParameter
 
 __all__ = [
     "MAX_EXPRESSION_NODES",
@@ -71,29 +69,12 @@ def bound_statement(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> None:
             hint="QUEUE and CACHE statements are not limited by it; "
             "for large values, pass parameters",
         )
-    counted = 0
-    for kind, start, end in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1):
-        counted += 1
-        if end - start > MAX_INT_DIGITS and (kind == t.NUMBER or kind == t.PARAM):
-            _check_long_number(sql[start:end], start)
+    counted = sum(1 for _ in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1))
     if counted > MAX_SQL_TOKENS:
         raise LimitExceeded(
             f"plain SQL statement has more than {MAX_SQL_TOKENS} tokens "
             f"(the limit of tokens per plain SQL statement)"
         )
-
-
-def _check_long_number(text: str, start: int) -> None:
-    """A literal with more digits than any integer type holds: 22003 for an integer,
-    42P02 for a ``$n``, before sqlglot or a compiler calls ``int()`` on it (Python refuses
-    past 4,300 digits; grammar.lexical.MAX_INT_DIGITS)."""
-    digits = text[1:] if text.startswith("$") else text
-    if not digits.isdigit() or len(digits.lstrip("0")) <= MAX_INT_DIGITS:
-        return
-    if text.startswith("$"):
-        raise UndefinedParameter(f"there is no parameter {shown(text)}", position=start + 1)
-    raise NumericValueOutOfRange(f"value {shown(text)} is out of range for type bigint",
-                                 position=start + 1)
 
 
 def check_expression_nodes(count: int) -> None:
