@@ -5,10 +5,11 @@
  * 1.7.43 with `@cubejs-backend/postgres-driver` 1.7.43, keeping its cache and queue in
  * cubequeue over Cube Store's WebSocket protocol (CUBEJS_CACHE_AND_QUEUE_DRIVER=cubestore,
  * CUBEJS_CUBESTORE_HOST/PORT), over a PostgreSQL data source started here (Debian's
- * postgresql, temp dir, free loopback port; ../cube-api/harness.cjs) and the one-cube model
- * in ./model. Each test file runs these scenarios over one kind of cubequeue store:
- * durable (--data-dir) or PostgreSQL (--store postgresql://…, a second database of the
- * same throwaway cluster).
+ * postgresql, temp dir, free loopback port) and the one-cube model in ./model. The servers
+ * are started by the 0.35 test's harness (../cube-api/harness.cjs, whose node-postgres
+ * comes from that folder's node_modules; `make node-deps` installs both). Each test file
+ * runs these scenarios over one kind of cubequeue store: durable (--data-dir) or
+ * PostgreSQL (--store postgresql://…, a second database of the same throwaway cluster).
  *
  * Stood in (native-standin.cjs): exactly the @cubejs-backend/native functions this path
  * reaches, whose binary cannot be installed here. Switched off by configuration: the
@@ -26,9 +27,9 @@
  * ADVANCE; then it waits for real, polling, for Cube's renewal timers, which run on
  * Node's clock); Cube never logs "Error while querying". A time dimension with a
  * granularity comes back in the default, compact and multi-query responses. With the fast
- * track, cubequeue's /metrics show that every queue item went in through
- * QUEUE ADD_AND_RETRIEVE and that no QUEUE ADD or QUEUE RETRIEVE was needed while a slot
- * was free (it always is here), and Cube logs every "Added to queue" as fastTrack.
+ * track, Cube logs every interactive query's "Added to queue" as fastTrack, cubequeue's
+ * /metrics count as many QUEUE ADD_AND_RETRIEVE, and, while a slot was free (it always is
+ * here) and nothing was renewed in the background, no QUEUE ADD and no QUEUE RETRIEVE.
  */
 
 const standIn = require('./native-standin.cjs'); // before any Cube package
@@ -433,6 +434,8 @@ function cubeApiScenarios(store) {
     const interactive = added.filter((p) => p.priority >= INTERACTIVE_PRIORITY);
     assert.ok(interactive.length >= 2, JSON.stringify(added.map((p) => [p.priority, p.fastTrack])));
     assert.deepEqual(interactive.filter((p) => p.fastTrack !== true), []);
+    // every stand-in was needed: each one was called
+    assert.deepEqual(Object.entries(standIn.calls).filter(([, n]) => n === 0), []);
     assert.ok(delta(now, atPhaseStart, 'QUEUE ADD_AND_RETRIEVE') >= interactive.length,
       JSON.stringify(now.ok));
     assert.deepEqual(errorsInCubeLog(), []);
