@@ -43,14 +43,14 @@ from typing import TYPE_CHECKING, Any
 
 from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
-from cubequeue.grammar.errors import InternalError, LimitExceeded, QueueError
+from cubequeue.grammar.errors import InternalError, QueueError
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.server.errors import QueryCanceled
 from cubequeue.server.logs import log_statement, statement_log
 from cubequeue.server.row_sink import RowSink, close_stream, stream_rows
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
-from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
+from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES, too_many_rows
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
 from cubequeue.server.stores import StoreSlot
 from cubequeue.storage.capabilities import Capabilities
@@ -243,13 +243,8 @@ class _PlainTables:
         return ResultSet(answer.columns, rows)
 
     def _check_rows(self, name: str, rows: int) -> None:
-        limit = self.max_sql_rows
-        if rows > limit:
-            raise LimitExceeded(
-                f"system.{name} holds more than {limit} rows, the most plain SQL reads "
-                f"(--max-sql-rows={limit}); use QUEUE LIST / PENDING / ACTIVE, or "
-                "system.queue_prefixes for counts"
-            )
+        if rows > self.max_sql_rows:
+            raise too_many_rows(name, self.max_sql_rows)
 
 
 class _FetchedTables(_PlainTables):
