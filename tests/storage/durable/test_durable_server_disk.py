@@ -90,3 +90,12 @@ def test_a_second_server_is_refused_after_lock_was_deleted(tmp_path: Path) -> No
         _add(first, 0, 1)  # the first one still serves
     finally:
         first.stop()
+
+
+def test_a_data_dir_naming_a_file_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "afile"
+    path.write_text("not a directory")
+    with pytest.raises(RuntimeError) as err:
+        start_cubequeue("--data-dir", str(path)).stop()
+    assert f"--data-dir {path}: is a file, not a directory" in str(err.value)
+    assert "File exists" not in str(err.value)
