@@ -37,6 +37,7 @@ import asyncio
 import gzip
 import ipaddress
 import os
+import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,11 @@ OTHER = "__other__"
 #: the ``command`` label of a statement whose first word is no command we know
 UNKNOWN_COMMAND = "unknown"
 PROTOCOLS = ("pg", "ws")
+#: a scrape of a store with more prefixes than this is answered from the previous census
+#: (the per-prefix rows) while the next is taken (:meth:`Metrics.scrape`)
+FRESH_PREFIXES = 8 * WALK_SLICE
+#: ... unless that census is older than this (then the scrape waits for a new one)
+CENSUS_MAX_AGE_S = 120.0
 #: the options whose caps refuse connections (``cubequeue_connections_refused``)
 CONNECTION_CAPS = ("max_connections", "max_connections_per_user",
                    "max_unauthenticated_connections")
@@ -663,9 +669,17 @@ class Metrics:
                  max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES,
                  prefix_limit: int = MAX_PREFIX_LABELS,
                  walk_slice: int = WALK_SLICE,
-                 stalled_after_ms: int = DEFAULT_STALLED_AFTER_MS) -> None:
+                 stalled_after_ms: int = DEFAULT_STALLED_AFTER_MS,
+                 fresh_prefixes: int = FRESH_PREFIXES,
+                 census_max_age_s: float = CENSUS_MAX_AGE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._max_label_bytes = max_label_bytes
+        self._fresh_prefixes = fresh_prefixes
+        self._census_max_age_s = census_max_age_s
+        self._clock = clock
+        #: the latest census taken by a scrape, and when (``clock``)
+        self._last_census: tuple[_Census, float] | None = None
         Gauge("cubequeue_build_info", "Always 1; the version label says which cubequeue "
               "serves", ["version"], registry=self.registry).labels(__version__).set(1)
         self._connections = Gauge("cubequeue_connections_open",
@@ -743,28 +757,41 @@ class Metrics:
         """``GET /metrics`` (:meth:`render_for`'s answer) without holding the event loop:
         the store's prefixes are read in slices of ``walk_slice``, one per loop turn,
         keeping only the deepest; the families are then built from that census. Scrapes
-        that arrive while a census is taken share it."""
-        census = await self._census()
+        that arrive while a census is taken share it.
+
+        A store of more than ``fresh_prefixes`` prefixes takes many turns to walk (seconds
+        at 10^6), so its scrape does not wait: it is answered at once with the store's
+        totals read now and the per-prefix rows of the latest census (at most
+        ``census_max_age_s`` old), and starts the next census for the scrape after."""
+        stats = self._store.read()
+        last = self._last_census
+        if (last is not None and len(stats.prefixes) > self._fresh_prefixes
+                and self._clock() - last[1] <= self._census_max_age_s):
+            self._census_task_now()
+            census = _Census(stats, last[0].rows)
+        else:
+            # a scrape whose client leaves does not cancel the census others wait for
+            census = await asyncio.shield(self._census_task_now())
         self._store.census = census
         try:
             return self.render_for(accept, accept_encoding)
         finally:
             self._store.census = None
 
-    async def _census(self) -> _Census:
+    def _census_task_now(self) -> asyncio.Task[_Census]:
+        """The census being taken, or a new one."""
         task = self._census_task
         if task is None:
             task = self._census_task = asyncio.get_running_loop().create_task(
                 self._take_census(), name="metrics-census")
             task.add_done_callback(self._census_taken)
-        # a scrape whose client leaves does not cancel the census the others wait for
-        return await asyncio.shield(task)
+        return task
 
     def _census_taken(self, task: asyncio.Task[_Census]) -> None:
         if self._census_task is task:
             self._census_task = None
-        if not task.cancelled():
-            task.exception()  # retrieved: the scrapes that awaited it raised it
+        if not task.cancelled() and task.exception() is None:  # retrieved either way
+            self._last_census = (task.result(), self._clock())
 
     async def _take_census(self) -> _Census:
         store = self._store

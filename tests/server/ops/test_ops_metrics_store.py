@@ -342,3 +342,35 @@ def test_the_console_sampler_reads_the_census_a_slice_per_turn(
     assert set(got.prefixes) == set(expected.depths) == {"p11", "p10", "p09", "p08"}
     assert not expected.complete and not per_ring._samples[-1].complete
     assert per_ring._samples[-1].depths == expected.depths
+
+
+def test_a_large_store_is_answered_from_the_previous_census_while_the_next_is_taken() -> None:
+    """Above ``fresh_prefixes`` a scrape does not wait for a walk of the whole store (at
+    10^6 prefixes a walk takes seconds, and the HTTP server gives a request 10 s): the
+    totals are read now, the per-prefix rows come from the latest census, and the next
+    census is taken for the scrape after."""
+    now = [0.0]
+    store = deep_store(10)
+    metrics = Metrics(store, prefix_limit=2, walk_slice=3, fresh_prefixes=4,
+                      census_max_age_s=60, clock=lambda: now[0])
+
+    async def go() -> list[Samples]:
+        out = [parsed((await metrics.scrape("", ""))[0])]  # no census yet: waits for one
+        for k in range(20):
+            run(store, f"QUEUE ADD PRIORITY 1 'p00:x{k}' 'x'")  # p00 becomes the deepest
+        out.append(parsed((await metrics.scrape("", ""))[0]))  # at once: previous rows
+        while metrics._census_task is not None:  # the census it started
+            await asyncio.sleep(0)
+        out.append(parsed((await metrics.scrape("", ""))[0]))
+        now[0] = 61.0  # the census is too old now: the scrape waits for a new one
+        run(store, "QUEUE ADD PRIORITY 1 'p01:x' 'x'")
+        out.append(parsed((await metrics.scrape("", ""))[0]))
+        return out
+
+    first, stale, fresh, waited = asyncio.run(go())
+    assert set(by_prefix(first, "cubequeue_queue_pending")) == {"p09", "p08", OTHER}
+    assert set(by_prefix(stale, "cubequeue_queue_pending")) == {"p09", "p08", OTHER}
+    assert stale[("cubequeue_queue_items", ())] == 55 + 20  # totals are read at once
+    assert by_prefix(fresh, "cubequeue_queue_pending")["p00"] == 21
+    # p00 (21) and p09 (10) kept; p01 (2 + the new item) to p08 (9) folded
+    assert by_prefix(waited, "cubequeue_queue_pending")[OTHER] == sum(range(2, 10)) + 1
