@@ -32,6 +32,7 @@ Contract, with the rules it follows:
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 
 from cubequeue.grammar.commands import (
@@ -54,7 +55,7 @@ from cubequeue.storage.record_kinds import CACHE_DEL, CACHE_PUT, PURGE, TRUNCATE
 from cubequeue.storage.sizes import format_size, utf8_len
 from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
-__all__ = ["CacheStore"]
+__all__ = ["CacheStore", "counter_value"]
 
 _MS_PER_SECOND = 1000
 _I64_MAX = 2**63 - 1
@@ -253,10 +254,7 @@ class CacheStore:
             value = "1"
             self._insert(path, value, None, utf8_len(path) + 1)
         else:
-            current = _parse_i64(entry.value)
-            if current == _I64_MAX:
-                # Cube Store's `last_val + 1` wraps in a release build; we refuse instead.
-                raise InvalidTextRepresentation(_RUST_POS_OVERFLOW)
+            current = counter_value(path, entry.value)
             value = str(current + 1)
             size = entry.size - len(entry.value) + len(value)  # both ASCII
             self._update(entry, value, entry.expire, size)
@@ -452,6 +450,42 @@ def _pattern_prefix(pattern: str) -> str:
     if pattern.endswith(":"):
         return pattern[:-1]
     return pattern
+
+
+_SHOWN_VALUE = 40
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+(?:\.\d*)?[eE][+-]?\d+)")
+
+
+def _value_kind(text: str) -> str:
+    """What a value that CACHE INCR cannot count holds, in words."""
+    body = text.strip()
+    if not text:
+        return "the empty string"
+    if re.fullmatch(r"[+-]?\d+", body):
+        return "an integer outside the 64-bit range" if body == text else "an integer with blanks"
+    if _DECIMAL.fullmatch(body):
+        return "a decimal number"
+    if body[:1] in ("{", "["):
+        return "JSON text"
+    return "text"
+
+
+def counter_value(path: str, text: str) -> int:
+    """The i64 a CACHE INCR adds one to, or 22P02 with Rust's message (Cube Store's, §4.6)
+    and a detail naming the key and what its value holds (issue 27)."""
+    try:
+        current = _parse_i64(text)
+    except InvalidTextRepresentation as exc:
+        shown = text if len(text) <= _SHOWN_VALUE else text[:_SHOWN_VALUE] + "…"
+        exc.detail = (f'The value of key "{path}" is {_value_kind(text)} ("{shown}"), not a '
+                      "64-bit integer: CACHE INCR counts integer values only.")
+        raise
+    if current == _I64_MAX:
+        # Cube Store's `last_val + 1` wraps in a release build; we refuse instead.
+        raise InvalidTextRepresentation(
+            _RUST_POS_OVERFLOW,
+            detail=f'The value of key "{path}" is {text}, the largest 64-bit integer.')
+    return current
 
 
 def _parse_i64(text: str) -> int:

@@ -24,7 +24,8 @@ from sqlglot import exp
 from cubequeue.grammar import strip_leading_comments
 from cubequeue.grammar.errors import FeatureNotSupported
 
-__all__ = ["OWN_SCHEMAS", "PREAGGREGATION_HINT", "refuse_select", "refuse_statement"]
+__all__ = ["OWN_SCHEMAS", "PREAGGREGATION_HINT", "refuse_select", "refuse_statement",
+           "refuse_system_write"]
 
 #: schemas cubequeue answers about: everything else is a pre-aggregation store's.
 OWN_SCHEMAS: Final = frozenset({"system", "information_schema", "pg_catalog", "public"})
@@ -53,6 +54,65 @@ _SCHEMA_COLUMNS: Final = frozenset({"table_schema", "schema_name"})
 _CUBESTORE_COLUMNS: Final = frozenset({"build_range_end", "build_range_start"})
 
 
+#: a write to a table: the verb and the (optionally ``system.``-qualified) table name
+_WRITE: Final = re.compile(
+    r'(insert\s+into|delete\s+from|update|truncate(?:\s+table)?)\s+(?:only\s+)?'
+    r'(?:"?system"?\s*\.\s*)?"?([A-Za-z_]+)"?',
+    re.I,
+)
+_ITEMS_GONE = ("QUEUE CANCEL '<path>' removes one item; QUEUE PURGE [PENDING | ACTIVE] "
+               "'<prefix>' removes a prefix's items; QUEUE TRUNCATE removes every item "
+               "and result")
+#: (verb, system table) → the dialect statements that make that change
+_INSTEAD: Final[dict[tuple[str, str], str]] = {
+    ("insert", "queue"): "QUEUE ADD '<prefix>:<key>' '<payload>' adds an item "
+                         "(QUEUE ADD_AND_RETRIEVE adds and claims it)",
+    ("delete", "queue"): _ITEMS_GONE,
+    ("truncate", "queue"): _ITEMS_GONE,
+    ("update", "queue"): "QUEUE RETRIEVE '<prefix>' claims an item, QUEUE HEARTBEAT '<path>' "
+                         "renews a claim, QUEUE MERGE_EXTRA '<path>' '<json>' changes its "
+                         "extra, QUEUE ACK '<path>' '<result>' completes it",
+    ("insert", "queue_results"): "QUEUE ACK '<path>' '<result>' stores an item's result",
+    ("update", "queue_results"): "QUEUE ACK '<path>' '<result>' stores an item's result",
+    ("delete", "queue_results"): "QUEUE RESULT '<path>' reads a result and removes it; "
+                                 "QUEUE TRUNCATE removes every item and result",
+    ("truncate", "queue_results"): "QUEUE TRUNCATE removes every item and result",
+    ("insert", "cache"): "CACHE SET [TTL <seconds>] [NX] '<key>' '<value>' stores a value",
+    ("update", "cache"): "CACHE SET '<key>' '<value>' replaces a value; CACHE INCR '<key>' "
+                         "adds one to a counter",
+    ("delete", "cache"): "CACHE REMOVE '<key>' removes one key; CACHE PURGE '<prefix>:*' a "
+                         "prefix's keys; CACHE TRUNCATE every key",
+    ("truncate", "cache"): "CACHE TRUNCATE removes every key; CACHE PURGE '<prefix>:*' a "
+                           "prefix's keys",
+}
+_DERIVED: Final = {
+    "queue_prefixes": "it counts the items of system.queue: QUEUE ADD, QUEUE CANCEL and "
+                      "QUEUE PURGE change it",
+    "queue_log": "the store writes it as items come and go",
+}
+
+
+def refuse_system_write(sql: str) -> FeatureNotSupported | None:
+    """0A000 for ``INSERT``/``UPDATE``/``DELETE``/``TRUNCATE`` of a system table (with or
+    without ``system.``: the schema is on the search path), as PostgreSQL refuses a write
+    to a view that cannot take it; the hint names the dialect statements that do it."""
+    m = _WRITE.match(strip_leading_comments(sql))
+    if m is None:
+        return None
+    verb, table = m.group(1).split()[0].lower(), m.group(2).lower()
+    if table not in _DERIVED and (verb, table) not in _INSTEAD:
+        return None
+    what = {"insert": "insert into", "delete": "delete from"}.get(verb, verb)
+    instead = _INSTEAD.get((verb, table))
+    return FeatureNotSupported(
+        f"cannot {what} system.{table}: the system tables are read-only",
+        detail=None if instead is None else f"system.{table} shows the store; "
+        "the QUEUE and CACHE statements change it.",
+        hint=instead if instead is not None else
+        f"system.{table} cannot be changed directly: {_DERIVED[table]}",
+    )
+
+
 def _shown(sql: str) -> str:
     text = " ".join(sql.split())
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 1] + "…"
@@ -65,7 +125,11 @@ def _refusal(feature: str, sql: str) -> FeatureNotSupported:
 
 
 def refuse_statement(sql: str) -> FeatureNotSupported | None:
-    """The refusal of a non-SELECT statement a pre-aggregation build sends, or None."""
+    """The refusal of a non-SELECT statement a pre-aggregation build sends, or of a write
+    to a system table (:func:`refuse_system_write`), or None."""
+    system_write = refuse_system_write(sql)
+    if system_write is not None:
+        return system_write
     body = strip_leading_comments(sql)
     for pattern, feature in _STATEMENTS:
         if pattern.match(body):

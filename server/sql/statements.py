@@ -177,8 +177,10 @@ _SESSION: dict[str, Callable[[TokenReader, PlainSession], PlainOutcome]] = {
     "unlisten": lambda r, s: _unlisten(r),
 }
 _TX_WORDS = frozenset({"begin", "start", "commit", "end", "rollback", "abort"})
-#: first words of what a pre-aggregation build sends (refused by :mod:`.refusals`)
-_REFUSED_WORDS = frozenset({"create", "drop", "insert", "alter", "show"})
+#: first words of what a pre-aggregation build sends, and of writes to the system tables
+#: (refused by :mod:`.refusals`)
+_REFUSED_WORDS = frozenset({"create", "drop", "insert", "alter", "show", "delete", "update",
+                            "truncate"})
 #: the first words that may run in a failed transaction block (they end it)
 TX_END_WORDS = frozenset({"commit", "end", "rollback", "abort"})
 

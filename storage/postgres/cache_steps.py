@@ -22,7 +22,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.storage import bound_fields as bound
-from cubequeue.storage.cache import _parse_i64  # Rust's str::parse::<i64>, error texts included
+from cubequeue.storage.cache import counter_value  # Rust's str::parse::<i64>, errors included
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.database import Database
 from cubequeue.storage.postgres.queue_steps import text_arg
@@ -103,7 +103,7 @@ class CacheSteps:
         prefix, key = split_path(path)
         ok, value = await self._db.fetchrow(cmd.tag, _INCR, path, prefix, key, utf8_len(path) + 1)
         if not ok:
-            _parse_i64(value)  # raises Rust's exact error for a non-integer
+            counter_value(path, value)  # raises Rust's error, naming the key and value
             raise InvalidTextRepresentation(_RUST_POS_OVERFLOW)  # i64::MAX + 1
         return ResultSet(cmd.result_columns(), [(value,)])
 
