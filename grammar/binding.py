@@ -31,7 +31,7 @@ from cubequeue.grammar.errors import (
     InvalidTextRepresentation,
     ParameterCountMismatch,
 )
-from cubequeue.grammar.lexical import INT_RANGES, check_int
+from cubequeue.grammar.lexical import INT_RANGES, MAX_INT_DIGITS, bounded_int, check_int
 
 __all__ = ["INTEGER_CASTS", "BindValue", "bind", "param_slots", "param_text"]
 
@@ -169,7 +169,8 @@ def bind(cmd: Command, values: Sequence[BindValue]) -> Command:
         kind_of = type(value)
         if kind_of is str:
             if kind == _INT:  # an integer as text: plain ASCII digits are the usual case
-                if value.isdigit() and value.isascii() and int(value) <= hi:
+                if (len(value) <= MAX_INT_DIGITS and value.isdigit() and value.isascii()
+                        and int(value) <= hi):
                     value = int(value)
                 else:
                     value = _convert(name, param, value)
@@ -232,4 +233,4 @@ def _integer(value: int | str | bool | float, param: Param) -> int:
         raise InvalidTextRepresentation(
             f'invalid input syntax for type bigint: "{shown}" (parameter ${param.index})'
         )
-    return int(m.group(1))
+    return bounded_int(m.group(1))  # never int() of 4,300 digits: lexical.MAX_INT_DIGITS

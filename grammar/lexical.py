@@ -11,7 +11,11 @@ MySQL-like tokenizer) and §8 rule 4 (cubequeue's PostgreSQL additions):
 * ``$tag$…$tag$``: verbatim.
 
 Integers follow §1.3 ``INT(name, allow_negative)`` with the Rust target types listed there;
-a failed check is 22023 (§8 rule 10) with Cube Store's wording.
+a failed check is 22023 (§8 rule 10) with Cube Store's wording. A digit string is measured
+before ``int()`` reads it (:func:`bounded_int`): no target type needs more than
+:data:`MAX_INT_DIGITS` digits, and Python refuses to convert more than 4,300 (a
+ValueError, which would be an internal error), in time that grows with the square of the
+length below that.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ __all__ = [
     "ID_CHAR",
     "ID_START",
     "INT_RANGES",
+    "MAX_INT_DIGITS",
     "TAG_CHAR",
+    "bounded_int",
     "check_int",
     "check_int_text",
     "decode_bt",
@@ -35,6 +41,7 @@ __all__ = [
     "decode_estring",
     "decode_pg_escapes",
     "decode_string",
+    "shown",
 ]
 
 _I64 = (-(2**63), 2**63 - 1)
@@ -57,12 +64,45 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 
 _DIGITS = re.compile(r"-?[0-9]+")
 
+#: digits of the widest integer any field takes (u64's maximum has 20), leading zeros
+#: aside; a longer digit string is out of every range
+MAX_INT_DIGITS = 20
+#: what :func:`bounded_int` makes of a longer one: past every range, with its sign
+PAST_EVERY_RANGE = 10**MAX_INT_DIGITS
+#: how much of a rejected literal an error message repeats
+_SHOWN_CHARS = 64
+
+
+def bounded_int(text: str) -> int:
+    """The value of an ASCII digit string (a ``-`` or ``+`` sign allowed), or
+    ±:data:`PAST_EVERY_RANGE` when it has more than :data:`MAX_INT_DIGITS` digits after
+    its leading zeros: such a number is out of every field's range, which check then
+    says, and ``int()`` never reads it (see the module docstring)."""
+    if len(text) <= MAX_INT_DIGITS:
+        return int(text)
+    negative = text.startswith("-")
+    digits = text.lstrip("+-").lstrip("0")  # int() counts leading zeros as digits too
+    if len(digits) > MAX_INT_DIGITS:
+        return -PAST_EVERY_RANGE if negative else PAST_EVERY_RANGE
+    value = int(digits or "0")
+    return -value if negative else value
+
+
+def shown(text: str) -> str:
+    """``text`` as an error message repeats it: whole when short, else its start and
+    its length (a 5,000-digit literal is not echoed back)."""
+    if len(text) <= _SHOWN_CHARS:
+        return text
+    return f"{text[:_SHOWN_CHARS]}... ({len(text)} characters)"
+
 
 def check_int(value: int, name: str) -> int:
     """Range-check an already numeric value as Cube Store's ``INT(name, …)`` would."""
     lo, hi = INT_RANGES[name]
     if value < 0 and lo == 0:
-        raise InvalidParameterValue(f"{name} must be a positive integer, actual: {value}")
+        actual = (value if value > -PAST_EVERY_RANGE
+                  else f"a negative number of more than {MAX_INT_DIGITS} digits")
+        raise InvalidParameterValue(f"{name} must be a positive integer, actual: {actual}")
     if value > hi:
         raise InvalidParameterValue(
             f"{name} must be a valid integer, error: number too large to fit in target type"
@@ -80,14 +120,14 @@ def check_int_text(text: str, name: str, position: int | None = None) -> int:
     ``1.5`` or ``1e3`` are numeric literals to the tokenizer but not integers: Rust's
     ``str::parse`` says ``invalid digit found in string``.
     """
-    if text.isdigit() and text.isascii():  # an unsigned literal in range: the usual case
+    if len(text) <= MAX_INT_DIGITS and text.isdigit() and text.isascii():  # the usual case
         value = int(text)
         if value <= INT_RANGES[name][1]:
             return value
     lo, _hi = INT_RANGES[name]
     if text.startswith("-") and lo == 0:
         raise InvalidParameterValue(
-            f"{name} must be a positive integer, actual: {text}", position=position
+            f"{name} must be a positive integer, actual: {shown(text)}", position=position
         )
     if _DIGITS.fullmatch(text) is None:
         raise InvalidParameterValue(
@@ -95,7 +135,7 @@ def check_int_text(text: str, name: str, position: int | None = None) -> int:
             position=position,
         )
     try:
-        return check_int(int(text), name)
+        return check_int(bounded_int(text), name)
     except InvalidParameterValue as exc:
         exc.position = position
         raise

@@ -14,6 +14,7 @@ accepts; whether a key is an id or a path follows from the Python type they retu
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -26,6 +27,7 @@ from cubequeue.grammar.errors import (
     InvalidTextRepresentation,
     QueueError,
 )
+from cubequeue.grammar.lexical import MAX_INT_DIGITS
 from cubequeue.grammar.results import Value
 from cubequeue.server.errors import ProtocolViolation
 from cubequeue.server.pgtypes.oids import (
@@ -214,11 +216,16 @@ def _jsonb_bin_in(raw: bytes) -> str:
     return _text_in(raw[1:])
 
 
+_LONG_INT = re.compile(r"[+-]?[0-9]+")
+
+
 def _number_text_in(oid: int, parse: Callable[[str], int | float]) -> Loader:
     """A text-format number parameter, with PostgreSQL's 22P02 message on bad input."""
 
-    def load(raw: bytes) -> int | float:
+    def load(raw: bytes) -> int | float | str:
         text = _text_in(raw).strip()
+        if parse is int and len(text) > MAX_INT_DIGITS and _LONG_INT.fullmatch(text):
+            return text  # more digits than int() should read: its reader checks the text
         try:
             return parse(text)
         except ValueError:

@@ -20,6 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Final, Literal
 
 from cubequeue.grammar.commands import Command, Param, Slot
+from cubequeue.grammar.lexical import bounded_int
 from cubequeue.grammar.results import Column, Row
 from cubequeue.server.errors import InvalidCursorName, InvalidStatementName
 from cubequeue.server.pgtypes.adapters import (
@@ -119,7 +120,7 @@ def _digits_as_ids(load: ParamsLoader, positions: frozenset[int]) -> ParamsLoade
         if not any(_is_digits(values[i]) for i in positions):
             return values
         return tuple(
-            int(v) if i in positions and _is_digits(v) else v  # type: ignore[arg-type]
+            bounded_int(v) if i in positions and _is_digits(v) else v  # type: ignore[arg-type]
             for i, v in enumerate(values)
         )
 
