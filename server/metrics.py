@@ -109,6 +109,9 @@ PROTOCOLS = ("pg", "ws")
 FRESH_PREFIXES = 8 * WALK_SLICE
 #: ... unless that census is older than this (then the scrape waits for a new one)
 CENSUS_MAX_AGE_S = 120.0
+#: the longest a scrape of such a store waits for a census when it has none (the HTTP
+#: server allows a request 10 s)
+FIRST_WAIT_S = 5.0
 #: the options whose caps refuse connections (``cubequeue_connections_refused``)
 CONNECTION_CAPS = ("max_connections", "max_connections_per_user",
                    "max_unauthenticated_connections")
@@ -672,11 +675,13 @@ class Metrics:
                  stalled_after_ms: int = DEFAULT_STALLED_AFTER_MS,
                  fresh_prefixes: int = FRESH_PREFIXES,
                  census_max_age_s: float = CENSUS_MAX_AGE_S,
+                 first_wait_s: float = FIRST_WAIT_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._max_label_bytes = max_label_bytes
         self._fresh_prefixes = fresh_prefixes
         self._census_max_age_s = census_max_age_s
+        self._first_wait_s = first_wait_s
         self._clock = clock
         #: the latest census taken by a scrape, and when (``clock``)
         self._last_census: tuple[_Census, float] | None = None
@@ -762,15 +767,22 @@ class Metrics:
         A store of more than ``fresh_prefixes`` prefixes takes many turns to walk (seconds
         at 10^6), so its scrape does not wait: it is answered at once with the store's
         totals read now and the per-prefix rows of the latest census (at most
-        ``census_max_age_s`` old), and starts the next census for the scrape after."""
+        ``census_max_age_s`` old), and starts the next census for the scrape after. With
+        no such census (the first scrape), it waits at most ``first_wait_s`` and is then
+        answered without per-prefix rows rather than failed."""
         stats = self._store.read()
         last = self._last_census
-        if (last is not None and len(stats.prefixes) > self._fresh_prefixes
-                and self._clock() - last[1] <= self._census_max_age_s):
+        large = len(stats.prefixes) > self._fresh_prefixes
+        if large and last is not None and self._clock() - last[1] <= self._census_max_age_s:
             self._census_task_now()
             census = _Census(stats, last[0].rows)
+        elif large:
+            try:  # shielded: a scrape that gives up does not cancel the census
+                census = await asyncio.wait_for(asyncio.shield(self._census_task_now()),
+                                                self._first_wait_s)
+            except TimeoutError:
+                census = _Census(stats, [])
         else:
-            # a scrape whose client leaves does not cancel the census others wait for
             census = await asyncio.shield(self._census_task_now())
         self._store.census = census
         try:

@@ -374,3 +374,20 @@ def test_a_large_store_is_answered_from_the_previous_census_while_the_next_is_ta
     assert by_prefix(fresh, "cubequeue_queue_pending")["p00"] == 21
     # p00 (21) and p09 (10) kept; p01 (2 + the new item) to p08 (9) folded
     assert by_prefix(waited, "cubequeue_queue_pending")[OTHER] == sum(range(2, 10)) + 1
+
+
+def test_the_first_scrape_of_a_large_store_is_answered_without_rows_rather_than_failed(
+        ) -> None:
+    store = deep_store(10)
+    metrics = Metrics(store, prefix_limit=2, walk_slice=1, fresh_prefixes=4, first_wait_s=0)
+
+    async def go() -> tuple[Samples, Samples]:
+        first = parsed((await metrics.scrape("", ""))[0])
+        while metrics._census_task is not None:  # the census goes on without the scrape
+            await asyncio.sleep(0)
+        return first, parsed((await metrics.scrape("", ""))[0])
+
+    first, second = asyncio.run(go())
+    assert by_prefix(first, "cubequeue_queue_pending") == {}
+    assert first[("cubequeue_queue_items", ())] == 55
+    assert set(by_prefix(second, "cubequeue_queue_pending")) == {"p09", "p08", OTHER}
