@@ -8,7 +8,8 @@ The server itself never calls this. Two kinds of caller do:
   pgclient.RawClient` for tests that send what no driver would (garbage frames, 2,000
   Syncs, a Describe without a Sync);
 * the codec tests, which check ``decode(encode(m)) == m`` both ways round (h11's
-  ``ConnectionPair`` idea) against the server side in :mod:`.codec`.
+  ``ConnectionPair`` idea) against the server side in :mod:`.decoder` and
+  :mod:`.encoder`.
 
 The healthcheck must start fast, so this module imports only :mod:`.messages` (plain
 dataclasses) and the standard library: no grammar, no server errors. What the server
