@@ -11,30 +11,25 @@ these rules exist once:
   ROLLBACK / ABORT is refused with 25P02, and any failure turns an open block into a
   failed one (:meth:`Executor.failed`), as PostgreSQL does;
 * **metrics and logs for every statement**, dialect or plain SQL, on both wires: each
-  is counted once in ``cubequeue_commands_total`` (the dialect's command tag, or plain
-  SQL's first word upper-cased; outcome "ok" or the SQLSTATE) and logged once with
-  :func:`~cubequeue.server.logs.log_statement` (DEBUG with its duration, WARNING with its
-  SQLSTATE when refused or failed), naming the connection (:class:`Origin`); a dialect
-  command over ``--slow-command-ms`` is also logged as slow;
+  is counted and logged once (:mod:`.statement_meter`), naming the connection
+  (:class:`Origin`);
 * **waiting**: a step the store cannot answer at once (``QUEUE RESULT_BLOCKING``, an
   awaitable from a store that waits for a disk or a database, a :class:`RowStream`) comes
   back as a :class:`WaitFor`; the wire's asyncio shell awaits :meth:`Executor.complete`
   and feeds the result back to its session. The in-memory store answers with a
   ``ResultSet`` at once, and that path creates no coroutine. Plain SQL that reads a system
-  table such a store answers later comes back as a :class:`PlainWait` (the same await);
-  it completes with a :class:`PlainAnswer`, the statement's whole outcome.
+  table such a store answers later (:mod:`.plain_tables`) comes back as a
+  :class:`PlainWait` (the same await); it completes with a :class:`PlainAnswer`, the
+  statement's whole outcome.
 
-``RESULT_BLOCKING`` never blocks the event loop: the store answers at once or registers
-a plain callback that resolves a future when the matching ACK commits. The wait is
-bounded by ``--max-blocking-timeout`` on real time (the test clock does not move it).
-Cancelling the awaiting task (CancelRequest, client timeout, disconnect) withdraws the
-waiter from the store.
+``RESULT_BLOCKING`` never blocks the event loop: both wires hold it as one
+:class:`~.blocking_wait.BlockingWait`, a store's callback and one timer
+(:meth:`Executor.begin_blocking`; :meth:`Executor.complete` awaits the same).
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,14 +39,22 @@ from typing import TYPE_CHECKING, Any
 from cubequeue.grammar import Prepared, bind, first_word, is_dialect, prepare
 from cubequeue.grammar.commands import Command, Param, QueueResultBlocking
 from cubequeue.grammar.errors import InternalError, QueueError
-from cubequeue.grammar.results import EMPTY, ResultSet, Row
+from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.server.blocking_wait import BlockingWait
 from cubequeue.server.errors import QueryCanceled
-from cubequeue.server.logs import log_statement, statement_log
+from cubequeue.server.plain_tables import (
+    MAX_SQL_ROWS,
+    FetchedTables,
+    PendingTable,
+    PlainTables,
+    TablesPending,
+)
 from cubequeue.server.row_sink import RowSink, close_stream, stream_rows
 from cubequeue.server.sql import PlainOutcome, PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.errors import UndefinedParameter
-from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES, too_many_rows
+from cubequeue.server.sql.limits import MAX_SQL_STATEMENT_BYTES
 from cubequeue.server.sql.statements import TX_END_WORDS, in_failed_transaction
+from cubequeue.server.statement_meter import Observe, Origin, StatementMeter
 from cubequeue.server.stores import StoreSlot
 from cubequeue.storage.capabilities import Capabilities
 from cubequeue.storage.interface import RowStream
@@ -59,9 +62,10 @@ from cubequeue.storage.interface import RowStream
 if TYPE_CHECKING:
     from cubequeue.server.sql.outcome import PlainDescription
     from cubequeue.storage.capabilities import DefersWork
-    from cubequeue.storage.interface import Cancellable, StoreBackend
+    from cubequeue.storage.interface import StoreBackend
 
 __all__ = [
+    "MAX_SQL_ROWS",
     "TX_END_WORDS",
     "Binder",
     "BlockingWait",
@@ -91,20 +95,8 @@ _DIALECT_HEADS = ("QUEUE ", "CACHE ", "SYS ")
 #: constant plain texts kept (Executor._constants): spellings of three statements
 _MAX_CONSTANTS = 64
 
-#: ``observe(command_name, outcome, seconds)``; outcome is "ok" or the SQLSTATE.
-Observe = Callable[[str, str, float], None]
 #: a wire's own reading of its parameters: the grammar's placeholders → positional values
 Binder = Callable[[tuple[Param, ...]], Sequence[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Who sent a statement, for its log line: the wire, the connection and its user."""
-
-    protocol: str
-    conn_id: int | None = None
-    peer: str | None = None
-    user: str | None = None
 
 
 def _outcome_of(exc: BaseException) -> str:
@@ -147,10 +139,6 @@ class WaitFor:
 #: what running a dialect command gives: its rows now, or a wait
 Step = ResultSet | WaitFor
 
-#: one system table as the store handed it back for a plain statement
-_Pending = Awaitable[ResultSet | RowStream]
-
-
 @dataclass(frozen=True, slots=True)
 class PlainWait(WaitFor):
     """Plain SQL that read a system table the store answers later (a durable read that
@@ -160,7 +148,7 @@ class PlainWait(WaitFor):
     of them together, then evaluates the statement synchronously over the frames, exactly
     as it would have run, and completes with a :class:`PlainAnswer`."""
 
-    tables: tuple[tuple[str, _Pending], ...] = ()
+    tables: tuple[tuple[str, PendingTable], ...] = ()
     #: the statement's plain session and its parameters as text, to evaluate it later
     session: PlainSession | None = field(default=None, kw_only=True)
     params: tuple[str | None, ...] = field(default=(), kw_only=True)
@@ -181,87 +169,6 @@ def plain_outcome(result: ResultSet) -> PlainOutcome:
     return result.outcome
 
 
-class _TablesPending(Exception):  # a signal, not an error: never reaches a client
-    """Raised out of plain SQL's synchronous evaluation when the store answers a system
-    table with an awaitable: the executor turns it into a :class:`PlainWait`. Plain SQL
-    catches no exception of this kind (only its own parse errors), so it unwinds cleanly;
-    evaluation has no side effects, so it is simply run again over the fetched frames."""
-
-    def __init__(self, name: str, table: _Pending) -> None:
-        super().__init__(name)
-        self.tables = ((name, table),)
-
-
-#: default of ``--max-sql-rows``, the rows a plain SELECT may read from one system table: plain SQL is
-#: evaluated in one go on the event loop (sorting, grouping), so a table larger than this
-#: is refused with 54000 before any row is built; Cube's driver never reads system tables
-MAX_SQL_ROWS = 100_000
-
-
-class _PlainTables:
-    """The store as plain SQL reads it: a system table is a whole frame, the clock a call."""
-
-    __slots__ = ("_store", "clock", "max_sql_rows", "max_sql_statement_bytes")
-
-    def __init__(self, store: StoreBackend, max_sql_statement_bytes: int,
-                 max_sql_rows: int = MAX_SQL_ROWS) -> None:
-        self._store = store
-        #: ``--max-sql-statement-bytes``, read by plain SQL before sqlglot parses
-        self.max_sql_statement_bytes = max_sql_statement_bytes
-        self.max_sql_rows = max_sql_rows
-        self.clock: Callable[[], int] = store.now_ms
-
-    def system_table(self, name: str) -> ResultSet:
-        table = self._store.system_table(name)
-        if isinstance(table, ResultSet):
-            self._check_rows(name, len(table.rows))
-            return table
-        if isinstance(table, RowStream):
-            if table.length is not None:  # refused before a row is built
-                self._check_rows(name, table.length)
-            rows: list[Row] = []
-            for part in table.slices:
-                rows.extend(part)
-                self._check_rows(name, len(rows))
-            return ResultSet(table.columns, rows)
-        raise _TablesPending(name, table)
-
-    async def fetch(self, name: str, table: _Pending) -> ResultSet:
-        """A table the store answered later, as a frame: the same row bound, a stream's
-        slices read one per event-loop turn."""
-        answer = await table
-        if isinstance(answer, ResultSet):
-            self._check_rows(name, len(answer.rows))
-            return answer
-        if answer.length is not None:
-            self._check_rows(name, answer.length)
-        rows: list[Row] = []
-        for part in answer.slices:
-            rows.extend(part)
-            self._check_rows(name, len(rows))
-            await asyncio.sleep(0)
-        return ResultSet(answer.columns, rows)
-
-    def _check_rows(self, name: str, rows: int) -> None:
-        if rows > self.max_sql_rows:
-            raise too_many_rows(name, self.max_sql_rows)
-
-
-class _FetchedTables(_PlainTables):
-    """The store as a :class:`PlainWait` re-evaluates over it: the frames fetched so far
-    first (a subclass, so the synchronous path pays nothing for it)."""
-
-    __slots__ = ("frames",)
-
-    def __init__(self, tables: _PlainTables, frames: dict[str, ResultSet]) -> None:
-        super().__init__(tables._store, tables.max_sql_statement_bytes, tables.max_sql_rows)
-        self.frames = frames
-
-    def system_table(self, name: str) -> ResultSet:
-        frame = self.frames.get(name)
-        return frame if frame is not None else super().system_table(name)
-
-
 class Executor:
     """Routing, transaction checks, metrics and logs for both wires (module docstring)."""
 
@@ -280,8 +187,12 @@ class Executor:
         #: called when a step hands back a stream (a large listing), whose order copy the
         #: server's heap policy keeps out of the young generations (server/heap.py)
         self._on_stream = on_stream
-        self._slow_s = slow_command_ms / 1000
-        self._observe = observe
+        self._meter = meter = StatementMeter(observe, slow_command_ms)
+        # the meter's methods, bound once: every statement calls one
+        self._account = meter.account
+        self._finish = meter.finish
+        self._observe_only = meter.observe_only
+        self._internal = meter.internal
         self._max_sql_statement_bytes = max_sql_statement_bytes
         self._max_sql_rows = max_sql_rows
         #: a slice of the store's deferred bulk work is scheduled on the loop
@@ -295,7 +206,7 @@ class Executor:
         #: can do, set by :meth:`_use`
         self.store: StoreBackend
         self._deferred: DefersWork | None
-        self._tables: _PlainTables
+        self._tables: PlainTables
         if isinstance(store, StoreSlot):
             store.watch(self._use)  # the attached store itself, not the slot
         else:
@@ -305,7 +216,7 @@ class Executor:
         """Run statements on ``store`` (the server's slot attached it, or it was given)."""
         self.store = store
         self._deferred = capabilities.defers_work
-        self._tables = _PlainTables(store, self._max_sql_statement_bytes, self._max_sql_rows)
+        self._tables = PlainTables(store, self._max_sql_statement_bytes, self._max_sql_rows)
 
     # --- statement text ----------------------------------------------------------------
 
@@ -402,7 +313,7 @@ class Executor:
             return constant
         try:
             outcome = run_plain(sql, session, self._tables, params)
-        except _TablesPending as pending:  # counted and logged once the wait ends
+        except TablesPending as pending:  # counted and logged once the wait ends
             return PlainWait(None, session.process_id, started=started, text=sql,
                              origin=origin, tables=pending.tables, session=session,
                              params=tuple(params))
@@ -470,11 +381,12 @@ class Executor:
         """Start a ``QUEUE RESULT_BLOCKING`` (``wait.blocking``) on callbacks: the
         :class:`BlockingWait` is done at once when the store answered at once (its rows,
         or the error), else ``on_done`` gets it once it is woken, timed out or
-        cancelled. The same answers, counts and log lines as :meth:`complete`, without
-        its task; ``timeout_ms`` bounds only a store's registration step, as there."""
+        cancelled (:meth:`complete` awaits the same, for the WebSocket's shell);
+        ``timeout_ms`` bounds only a store's registration step."""
         cmd = wait.command
         assert isinstance(cmd, QueueResultBlocking) and wait.pending is None
-        blocking = BlockingWait(self, cmd, wait.text or cmd.tag, wait.origin, on_done)
+        blocking = BlockingWait(self.store, self._meter, self.max_blocking_timeout_ms, cmd,
+                                wait.text or cmd.tag, wait.origin, on_done)
         blocking.start(wait.process_id, timeout_ms)
         return blocking
 
@@ -520,8 +432,7 @@ class Executor:
         assert cmd is not None, "only a PlainWait has no command"
         text, origin = wait.text or cmd.tag, wait.origin
         if wait.pending is None:
-            assert isinstance(cmd, QueueResultBlocking)
-            return await self._blocking(cmd, wait.process_id, text, origin, timeout_ms)
+            return await self._blocking(wait, timeout_ms)
         started = wait.started
         deadline = asyncio.timeout(timeout_ms / 1000 if timeout_ms > 0 else None)
         try:
@@ -567,10 +478,10 @@ class Executor:
                             *(tables.fetch(table, answer) for table, answer in pending))
                     frames.update(zip((table for table, _ in pending), fetched, strict=True))
                     try:
-                        outcome = run_plain(sql, session, _FetchedTables(tables, frames),
+                        outcome = run_plain(sql, session, FetchedTables(tables, frames),
                                             wait.params)
                         break
-                    except _TablesPending as more:
+                    except TablesPending as more:
                         pending = more.tables
         except QueueError as exc:
             self._account(name, sql, exc.sqlstate, time.perf_counter() - wait.started, origin)
@@ -596,270 +507,26 @@ class Executor:
                       time.perf_counter() - wait.started, wait.origin)
         return InternalError(f"internal error: {exc}")
 
-    async def _blocking(
-        self, cmd: QueueResultBlocking, process_id: str | None, text: str,
-        origin: Origin | None, timeout_ms: int = 0,
-    ) -> ResultSet:
-        """``QUEUE RESULT_BLOCKING``: the row at once, the ACK's row, or zero rows. A
-        store that must wait before it answers or registers (the PostgreSQL store's
-        session and lookup) gets ``timeout_ms`` (``statement_timeout``) for that step
-        only: 57014 after it, so a store that stopped answering cannot wedge the
-        connection; the wait itself is capped by ``--max-blocking-timeout``."""
-        assert isinstance(cmd.timeout, int), "bind parameters before running"
-        started = time.perf_counter()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[ResultSet] = loop.create_future()
+    async def _blocking(self, wait: WaitFor, timeout_ms: int) -> ResultSet:
+        """``QUEUE RESULT_BLOCKING`` awaited (the WebSocket's wait): the same
+        :class:`BlockingWait` the PostgreSQL wire holds, its end resolving a future."""
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        def deliver(result: ResultSet) -> None:
-            if not future.done():
-                future.set_result(result)
+        def on_done(_blocking: BlockingWait) -> None:
+            if not ended.done():
+                ended.set_result(None)
 
-        try:
-            outcome = self.store.result_blocking(cmd, deliver, process_id)
-            if not isinstance(outcome, ResultSet) and inspect.isawaitable(outcome):
-                # a store that must wait before answering
-                outcome = await self._registered(outcome, timeout_ms)
-        except QueueError as exc:
-            self._finish(cmd, exc.sqlstate, started, text, origin)
-            raise
-        except asyncio.CancelledError:
-            self._observe_only(cmd, "57014", started, text, origin)
-            raise
-        if isinstance(outcome, ResultSet):
-            self._finish(cmd, "ok", started, text, origin)
-            return outcome
-        timeout_s = min(cmd.timeout, self.max_blocking_timeout_ms) / 1000
-        try:
-            result = await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            result = ResultSet(cmd.result_columns(), [])
-        except asyncio.CancelledError:
-            self._observe_only(cmd, "57014", started, text, origin)
-            raise
-        finally:
-            outcome.cancel()
-        self._observe_only(cmd, "ok", started, text, origin)
-        return result
-
-    @staticmethod
-    async def _registered(
-        registration: Awaitable[ResultSet | Cancellable], timeout_ms: int
-    ) -> ResultSet | Cancellable:
-        """RESULT_BLOCKING's registration step under ``statement_timeout`` (57014). The
-        timeout cancels the store's awaitable, and a store withdraws whatever it had
-        registered when cancelled (the PostgreSQL store's ``_result_blocking`` does)."""
-        if timeout_ms <= 0:
-            return await registration
-        deadline = asyncio.timeout(timeout_ms / 1000)
-        try:
-            async with deadline:
-                return await registration
-        except TimeoutError:
-            if not deadline.expired():  # the store's own timeout: not the deadline's
+        blocking = self.begin_blocking(wait, on_done, timeout_ms)
+        if not blocking.done():
+            try:
+                await ended
+            except asyncio.CancelledError:
+                blocking.cancel()  # withdraws the waiter, counts 57014
                 raise
-            raise QueryCanceled("canceling statement due to statement timeout") from None
-
-    # --- metrics and logs ----------------------------------------------------------------
-
-    def _account(
-        self, name: str, text: str, outcome: str, seconds: float, origin: Origin | None
-    ) -> None:
-        """The one count and the one log line of a statement (the line's arguments are
-        built only when its level is on: DEBUG, for a statement that succeeded, is
-        usually off)."""
-        if self._observe is not None:
-            self._observe(name, outcome, seconds)
-        if outcome == "ok":
-            if not statement_log.isEnabledFor(logging.DEBUG):
-                return
-            sqlstate = None
-        else:
-            sqlstate = outcome
-        if origin is None:
-            log_statement(name, text, sqlstate, seconds * 1000)
-            return
-        log_statement(name, text, sqlstate, seconds * 1000, protocol=origin.protocol,
-                      conn_id=origin.conn_id, peer=origin.peer, user=origin.user)
-
-    def _internal(
-        self, cmd: Command, started: float, exc: Exception, text: str, origin: Origin | None
-    ) -> InternalError:
-        _log.error(
-            "internal error running %s", cmd.tag, exc_info=exc, extra={"command": cmd.tag}
-        )
-        self._finish(cmd, InternalError.sqlstate, started, text, origin)
-        return InternalError(f"internal error: {exc}")
-
-    def _finish(
-        self, cmd: Command, outcome: str, started: float, text: str, origin: Origin | None
-    ) -> None:
-        elapsed = time.perf_counter() - started
-        self._account(cmd.tag, text, outcome, elapsed, origin)
-        if elapsed >= self._slow_s:
-            _log.warning(
-                "slow command %s: %.1f ms", cmd.tag, elapsed * 1000,
-                extra={"command": cmd.tag, "ms": round(elapsed * 1000, 3)},
-            )
-
-    def _observe_only(
-        self, cmd: Command, outcome: str, started: float, text: str, origin: Origin | None
-    ) -> None:
-        """Blocking waits are metered and logged but never "slow": waiting is their job."""
-        self._account(cmd.tag, text, outcome, time.perf_counter() - started, origin)
-
-
-class BlockingWait:
-    """A ``QUEUE RESULT_BLOCKING`` held on plain callbacks (:meth:`Executor.begin_blocking`).
-
-    The store's waiter and one timer resolve it, so a wait costs no task, coroutine or
-    ``wait_for`` and its wake-up one event-loop callback: the wait was about a fifth of
-    the QueryQueue cycle's server CPU. It answers, counts and logs exactly as
-    :meth:`Executor.complete` does, and offers the part of ``asyncio.Task`` the wire's
-    shell reads (``cancel``, ``cancelled``, ``exception``, ``result``). A store that
-    must wait before it registers (an awaitable) gets its registration awaited in a task
-    under ``statement_timeout``, as in :meth:`Executor._blocking`."""
-
-    __slots__ = ("_cmd", "_error", "_executor", "_loop", "_on_done", "_origin", "_result",
-                 "_started", "_state", "_task", "_text", "_timer", "_waiter")  # fmt: skip
-
-    def __init__(self, executor: Executor, cmd: QueueResultBlocking, text: str,
-                 origin: Origin | None, on_done: Callable[[BlockingWait], None]) -> None:  # fmt: skip
-        self._executor = executor
-        self._cmd = cmd
-        self._text = text
-        self._origin = origin
-        self._on_done = on_done
-        self._loop = asyncio.get_running_loop()
-        self._started = time.perf_counter()
-        #: "pending", "woken" (the ACK's rows came; on_done is scheduled), "done", "canceled"
-        self._state = "pending"
-        self._result: ResultSet | None = None
-        self._error: BaseException | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._waiter: Cancellable | None = None
-        self._task: asyncio.Task[ResultSet | Cancellable] | None = None
-
-    # --- what the wire's shell reads (the asyncio.Task subset) -----------------------
-
-    def done(self) -> bool:
-        return self._state == "done" or self._state == "canceled"
-
-    def cancelled(self) -> bool:
-        return self._state == "canceled"
-
-    def exception(self) -> BaseException | None:
-        return self._error
-
-    def result(self) -> ResultSet:
-        assert self._result is not None, "result() of a wait without one"
-        return self._result
-
-    def cancel(self) -> bool:
-        """Withdraw the waiter (CancelRequest, disconnect, shutdown): 57014 is counted,
-        and ``on_done`` runs on the next loop turn, as a cancelled task's callback does."""
-        if self._state != "pending" and self._state != "woken":  # woken: as a task whose
-            return False  # future is resolved but that has not run yet, it still cancels
-        self._state = "canceled"
-        self._release()
-        if self._task is not None:
-            self._task.cancel()
-        self._executor._observe_only(self._cmd, "57014", self._started, self._text, self._origin)
-        self._loop.call_soon(self._on_done, self)
-        return True
-
-    # --- the steps -----------------------------------------------------------------
-
-    def start(self, process_id: str | None, timeout_ms: int) -> None:
-        executor = self._executor
-        try:
-            outcome = executor.store.result_blocking(self._cmd, self._deliver, process_id)
-        except QueueError as exc:
-            executor._finish(self._cmd, exc.sqlstate, self._started, self._text, self._origin)
-            self._fail(exc)
-            return
-        except Exception as exc:  # as the task path: not counted, answered XX000
-            self._fail(exc)
-            return
-        if not isinstance(outcome, ResultSet) and inspect.isawaitable(outcome):
-            # a store that must wait before answering
-            task = self._loop.create_task(executor._registered(outcome, timeout_ms))
-            task.add_done_callback(self._registered)
-            self._task = task
-            return
-        self._answer(outcome)
-
-    def _registered(self, task: asyncio.Task[ResultSet | Cancellable]) -> None:
-        self._task = None
-        if self._state != "pending" or task.cancelled():
-            return
-        exc = task.exception()
-        if exc is None:
-            self._answer(task.result())
-            if self.done():
-                self._on_done(self)
-            return
-        if isinstance(exc, QueueError):
-            self._executor._finish(self._cmd, exc.sqlstate, self._started, self._text,
-                                   self._origin)  # fmt: skip
-        self._fail(exc)
-        self._on_done(self)
-
-    def _answer(self, outcome: ResultSet | Cancellable) -> None:
-        if isinstance(outcome, ResultSet):  # answered at once
-            self._executor._finish(self._cmd, "ok", self._started, self._text, self._origin)
-            self._result = outcome
-            self._state = "done"
-            return
-        self._waiter = outcome
-        if self._result is not None:  # woken during the registration itself
-            self._state = "woken"
-            self._loop.call_soon(self._woken)
-            return
-        cmd = self._cmd
-        assert isinstance(cmd.timeout, int), "bind parameters before running"
-        timeout_s = min(cmd.timeout, self._executor.max_blocking_timeout_ms) / 1000
-        self._timer = self._loop.call_later(timeout_s, self._timed_out)
-
-    def _fail(self, exc: BaseException) -> None:
-        self._error = exc
-        self._state = "done"
-
-    def _deliver(self, result: ResultSet) -> None:
-        """The store's callback, inside the step that woke it (the ACK): the answer goes
-        out on the next loop turn, after that step has been answered and counted."""
-        if self._state != "pending" or self._result is not None:
-            return
-        self._result = result
-        if self._waiter is None and self._task is None:  # still inside result_blocking
-            return
-        self._state = "woken"
-        self._loop.call_soon(self._woken)
-
-    def _woken(self) -> None:
-        if self._state != "woken":
-            return
-        self._finish_wait()
-
-    def _timed_out(self) -> None:
-        self._timer = None
-        if self._state != "pending":
-            return
-        self._result = ResultSet(self._cmd.result_columns(), [])
-        self._finish_wait()
-
-    def _finish_wait(self) -> None:
-        self._state = "done"
-        self._release()
-        self._executor._observe_only(self._cmd, "ok", self._started, self._text, self._origin)
-        self._on_done(self)
-
-    def _release(self) -> None:
-        timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-        waiter, self._waiter = self._waiter, None
-        if waiter is not None:
-            waiter.cancel()
+        error = blocking.exception()
+        if error is not None:
+            raise error
+        return blocking.result()
 
 
 async def _gather(stream: RowStream) -> ResultSet:

@@ -207,3 +207,86 @@ def test_a_store_that_registers_later_is_awaited_then_woken() -> None:
 
     asyncio.run(main())
     assert seen[-1] == ("QUEUE RESULT_BLOCKING", "ok")
+
+
+# --- the awaited form (the WebSocket's shell): the same BlockingWait ---------------------
+
+
+def test_complete_holds_the_same_blocking_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One RESULT_BLOCKING for both wires: ``complete`` (the WebSocket's shell) runs the
+    BlockingWait the PostgreSQL wire holds (before, it had its own future and wait_for)."""
+    import cubequeue.server.executor as executor_module
+
+    made: list[BlockingWait] = []
+
+    class Counted(BlockingWait):
+        __slots__ = ()
+
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(executor_module, "BlockingWait", Counted)
+    executor, store, seen = make()
+
+    async def main() -> ResultSet:
+        qid = added(executor, "q:a")
+        task = asyncio.get_running_loop().create_task(executor.complete(
+            blocking_step(executor, f"QUEUE RESULT_BLOCKING 60000 {qid}")))
+        while waiters(store) == 0:
+            await asyncio.sleep(0)
+        executor.run(parse("QUEUE RETRIEVE 'q:a'"))
+        executor.run(parse(f"QUEUE ACK {qid} '\"woken\"'"))
+        return await asyncio.wait_for(task, GENEROUS_S)
+
+    result = asyncio.run(main())
+    assert result.rows[0][0] == '"woken"' and len(made) == 1 and waiters(store) == 0
+    assert seen[-1] == ("QUEUE RESULT_BLOCKING", "ok")
+
+
+def test_complete_answers_at_once_times_out_and_carries_errors() -> None:
+    executor, store, seen = make()
+
+    async def main() -> None:
+        qid = added(executor, "q:a")
+        executor.run(parse("QUEUE RETRIEVE 'q:a'"))
+        executor.run(parse(f"QUEUE ACK {qid} '\"r\"'"))
+        at_once = await executor.complete(
+            blocking_step(executor, f"QUEUE RESULT_BLOCKING 5000 {qid}"))
+        assert at_once.rows[0][0] == '"r"'
+        timed_out = await executor.complete(
+            blocking_step(executor, "QUEUE RESULT_BLOCKING 1 'q:none'"))
+        assert timed_out.rows == [] and waiters(store) == 0
+
+        def refuse(*_args: object) -> ResultSet:
+            raise LimitExceeded("too many waiters (a test's refusal)")
+
+        store.result_blocking = refuse  # type: ignore[method-assign, assignment]
+        with pytest.raises(LimitExceeded):
+            await executor.complete(blocking_step(executor, "QUEUE RESULT_BLOCKING 5000 'q:b'"))
+
+    asyncio.run(main())
+    assert [s for s in seen if s[0] == "QUEUE RESULT_BLOCKING"] == [
+        ("QUEUE RESULT_BLOCKING", "ok"), ("QUEUE RESULT_BLOCKING", "ok"),
+        ("QUEUE RESULT_BLOCKING", "54000")]
+
+
+def test_cancelling_the_awaiting_task_withdraws_the_waiter_and_counts_57014_once() -> None:
+    executor, store, seen = make()
+
+    async def main() -> None:
+        qid = added(executor, "q:a")
+        task = asyncio.get_running_loop().create_task(executor.complete(
+            blocking_step(executor, f"QUEUE RESULT_BLOCKING 60000 {qid}")))
+        while waiters(store) == 0:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert waiters(store) == 0
+
+    asyncio.run(main())
+    assert [s for s in seen if s[0] == "QUEUE RESULT_BLOCKING"] == [
+        ("QUEUE RESULT_BLOCKING", "57014")]
