@@ -382,7 +382,12 @@ class DurableLog:
         """Flush, then start a new segment at the next lsn (a snapshot's boundary)."""
         self._flush()
         first = self._next_lsn
-        return self.call(lambda: self._writer.rotate(first), exclusive=True)
+        writer = self._writer
+        rotated = self.call(lambda: writer.rotate(first), exclusive=True)
+        # the segment after it is prepared in a job of its own, not inside the exclusive
+        # one, so the loop may already write into the new segment meanwhile
+        self._submit(writer.prepare_next_quietly)
+        return rotated
 
     def call(self, fn: Callable[[], _T], *, exclusive: bool = False) -> asyncio.Future[_T]:
         """Run ``fn`` on the writer thread after everything submitted before it;

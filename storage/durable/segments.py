@@ -110,6 +110,9 @@ class SegmentWriter:
             self._files.rename(next_path, path)
             self._prepared = 0
         else:
+            if self._prepared:  # prepared for a full segment; this one follows a snapshot
+                self._prepared = 0
+                self._files.unlink(next_path)
             handle = self._create(path + ".tmp", size)
             self._files.rename(path + ".tmp", path)
         header = layout.FileHeader(layout.LOG_MAGIC, self._directory, first_lsn,
