@@ -1,12 +1,15 @@
-"""``COPY (SELECT …) TO STDOUT``: the statement, and its rows in COPY's text and CSV formats.
+"""``COPY (SELECT …) TO STDOUT`` and ``COPY table [(columns)] TO STDOUT``: the statement,
+and its rows in COPY's text and CSV formats.
 
 psql's ``\\copy (SELECT …) TO STDOUT`` and ``\\copy (…) TO 'file'`` both send
-``COPY (…) TO STDOUT`` and write what comes back; psycopg's ``cursor.copy()`` sends it as
-given. The forms read here are PostgreSQL 15's (docs: "COPY"): the new option list
+``COPY (…) TO STDOUT`` and write what comes back (``\\copy system.queue TO 'q.csv' CSV
+HEADER`` sends ``COPY  system.queue TO STDOUT CSV HEADER``, a column list as
+``system.queue ( id, status )``, checked with psql 15); psycopg's ``cursor.copy()`` sends
+it as given. A table is copied as PostgreSQL copies one, as ``SELECT *`` (or its listed
+columns) of it. The forms read here are PostgreSQL 15's (docs: "COPY"): the new option list
 ``WITH (FORMAT csv, HEADER, DELIMITER ',', NULL '', QUOTE '"', ESCAPE '"')`` and the
-pre-9.0 words ``WITH CSV HEADER``, ``DELIMITER 'x'``, ``NULL 'x'``. COPY of a table name
-and COPY FROM are 0A000 with a hint (cubequeue has no tables to load into, and the system
-tables are read through a query).
+pre-9.0 words ``WITH CSV HEADER``, ``DELIMITER 'x'``, ``NULL 'x'``. COPY FROM is 0A000
+with a hint (cubequeue has no tables to load into).
 
 Rows are formatted as PostgreSQL's ``CopyTo`` does: each value as its text output (the
 wire's own text dumpers, so a timestamptz reads as in a SELECT, in the session's
@@ -33,17 +36,20 @@ from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 from cubequeue.grammar.results import ResultSet
 from cubequeue.server.pgtypes.adapters import dump_value
+from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
+from .errors import DuplicateColumn, UndefinedTable
 from .lexer import Token, tokenize
-from .outcome import PlainOutcome
+from .outcome import HINT, PlainOutcome
 
 __all__ = ["COPY_HINT", "CopyOptions", "CopyOut", "CopyRequest", "copy_lines", "parse_copy",
            "run_copy"]
 
 COPY_HINT: Final = (
-    "cubequeue answers COPY (SELECT …) TO STDOUT [WITH (FORMAT text|csv, HEADER, "
-    "DELIMITER, NULL, QUOTE, ESCAPE)], e.g. COPY (SELECT * FROM system.queue) TO STDOUT "
-    "WITH (FORMAT csv, HEADER); psql: \\copy (SELECT …) TO 'file' WITH (FORMAT csv, HEADER)"
+    "cubequeue answers COPY (SELECT …) TO STDOUT and COPY system.<table> [(columns)] TO "
+    "STDOUT [WITH (FORMAT text|csv, HEADER, DELIMITER, NULL, QUOTE, ESCAPE)], e.g. COPY "
+    "system.queue TO STDOUT WITH (FORMAT csv, HEADER); psql: \\copy system.queue TO 'file' "
+    "CSV HEADER"
 )
 
 
@@ -156,30 +162,77 @@ def _options(pairs: Sequence[tuple[str, str | None]]) -> CopyOptions:
                        if "header" in values else False, delimiter, null, quote, escape)
 
 
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_query(tokens: list[Token], sql: str) -> tuple[str, int]:
+    """``COPY [schema.]table [(column, …)]`` as the query it copies, and the index of the
+    token after it. PostgreSQL copies a table as ``SELECT *`` (or the listed columns) in
+    the table's column order; a table named without a schema is looked up in ``system``
+    (on the search path, as psql's ``\\d queue`` finds it), so the SELECT decides what
+    exists (42P01 for ``system.nope``, the pre-aggregation refusal for another schema)."""
+    parts: list[str] = []
+    i = 1
+    while True:
+        tok = tokens[i] if i < len(tokens) else None
+        if tok is None or tok.kind not in ("word", "ident") or (
+                tok.kind == "word" and tok.value in ("to", "from")):
+            raise _syntax(sql, tok)
+        parts.append(tok.value)
+        i += 1
+        if len(parts) == 3 or not _is(tokens[i] if i < len(tokens) else None, "."):
+            break
+        i += 1
+    if len(parts) == 1 and parts[0] in SYSTEM_TABLES:
+        parts.insert(0, "system")
+    columns = "*"
+    if _is(tokens[i] if i < len(tokens) else None, "("):
+        close = _closing(tokens, i)
+        if close < 0:
+            raise _syntax(sql, None)
+        names: list[str] = []
+        for j in range(i + 1, close):
+            tok = tokens[j]
+            want_name = (j - i) % 2 == 1
+            if want_name and tok.kind in ("word", "ident"):
+                if tok.value in names:
+                    raise DuplicateColumn(f'column "{tok.value}" specified more than once',
+                                          position=tok.pos + 1)
+                names.append(tok.value)
+            elif want_name or not _is(tok, ","):
+                raise _syntax(sql, tok)
+        if not names or (close - i) % 2 == 1:
+            raise _syntax(sql, tokens[close])
+        columns = ", ".join(_quoted(n) for n in names)
+        i = close + 1
+    if len(parts) == 1 and not _is(tokens[i] if i < len(tokens) else None, "from"):
+        raise UndefinedTable(f'relation "{parts[0]}" does not exist', hint=HINT,
+                             position=tokens[1].pos + 1)
+    return f"SELECT {columns} FROM {'.'.join(_quoted(p) for p in parts)}", i
+
+
 def parse_copy(sql: str) -> CopyRequest:
-    """Read ``COPY (query) TO STDOUT [options]``; every other COPY is 0A000 or 42601."""
+    """Read ``COPY (query) TO STDOUT [options]`` or ``COPY table [(columns)] TO STDOUT
+    [options]``; every other COPY is 0A000 or 42601."""
     tokens = tokenize(sql)
     if not tokens or not _is(tokens[0], "copy"):
         raise _syntax(sql, tokens[0] if tokens else None)
     if len(tokens) < 2 or not _is(tokens[1], "("):
-        cut = next((i for i, t in enumerate(tokens) if i and _is(t, "from", "to", "(")),
-                   len(tokens))
-        target = "".join(t.value for t in tokens[1:cut])
-        direction = tokens[cut].value if cut < len(tokens) else ""
-        if direction == "from":
-            raise _refuse(f"COPY {target} FROM (cubequeue has no tables to load)")
-        raise _refuse(f"COPY of a table ({target}); copy a query instead, "
-                      f"COPY (SELECT * FROM system.{target.removeprefix('system.') or 'queue'}) "
-                      "TO STDOUT")
-    end = _closing(tokens, 1)
-    if end < 0:
-        raise _syntax(sql, None)
-    query = sql[tokens[2].pos : tokens[end].pos] if end > 2 else ""
-    i = end + 1
+        query, i = _table_query(tokens, sql)
+    else:
+        end = _closing(tokens, 1)
+        if end < 0:
+            raise _syntax(sql, None)
+        query = sql[tokens[2].pos : tokens[end].pos] if end > 2 else ""
+        if not query.strip():
+            raise _syntax(sql, tokens[end])
+        i = end + 1
     tok = tokens[i] if i < len(tokens) else None
     if not _is(tok, "to"):
         if _is(tok, "from"):
-            raise _refuse("COPY (query) FROM")
+            target = "(query)" if _is(tokens[1], "(") else sql[tokens[1].pos : tok.pos].strip()
+            raise _refuse(f"COPY {target} FROM (cubequeue has no tables to load)")
         raise _syntax(sql, tok)
     i += 1
     tok = tokens[i] if i < len(tokens) else None
@@ -230,8 +283,6 @@ def parse_copy(sql: str) -> CopyRequest:
                 raise _syntax(sql, tok)
     if i < len(tokens):
         raise _syntax(sql, tokens[i])
-    if not query.strip():
-        raise _syntax(sql, tokens[end])
     return CopyRequest(query.strip(), _options(pairs))
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "DatatypeMismatch",
     "DatetimeFieldOverflow",
     "DivisionByZero",
+    "DuplicateColumn",
     "GroupingError",
     "IndeterminateDatatype",
     "InvalidColumnReference",
@@ -45,6 +46,10 @@ class UndefinedFunction(QueueError, sqlstate="42883"):
 
 class UndefinedObject(QueueError, sqlstate="42704"):
     """``SHOW`` / ``current_setting`` of a configuration parameter nobody set."""
+
+
+class DuplicateColumn(QueueError, sqlstate="42701"):
+    """A column named twice in a COPY column list."""
 
 
 class AmbiguousColumn(QueueError, sqlstate="42702"):

@@ -82,7 +82,6 @@ def test_copy_of_the_catalog(server):
 
 
 @pytest.mark.parametrize(("sql", "words"), [
-    ("COPY system.queue TO STDOUT", "COPY of a table (system.queue)"),
     ("COPY t FROM STDIN", "COPY t FROM"),
     ("COPY (SELECT 1) TO '/tmp/x'", "server file"),
     ("COPY (SELECT 1) TO STDOUT (FORMAT binary)", "binary"),

@@ -46,7 +46,6 @@ def test_parse(sql, query, opts):
 
 
 @pytest.mark.parametrize(("sql", "error"), [
-    ("COPY system.queue TO STDOUT", FeatureNotSupported),
     ("COPY t FROM STDIN", FeatureNotSupported),
     ("COPY (SELECT 1) TO '/tmp/f'", FeatureNotSupported),
     ("COPY (SELECT 1) TO PROGRAM 'cat'", FeatureNotSupported),
