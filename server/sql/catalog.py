@@ -45,6 +45,7 @@ from .catalog_tables import CATALOG_SCHEMAS, COLUMN_TYPES, TABLES, CatalogFacts,
 from .errors import UndefinedColumn
 from .lexer import for_sqlglot
 from .like import LikePattern, compile_like
+from .limits import bound_statement, check_parameter_number
 from .outcome import HINT, PlainDescription, PlainOutcome
 from .refusals import refuse_select
 from .session import PlainSession
@@ -115,8 +116,9 @@ def _parsed(sql: str) -> exp.Expr | None:
     if len(sql) > MAX_STATEMENT_BYTES or not _MENTIONS.search(sql):
         return None
     try:
+        bound_statement(sql, MAX_STATEMENT_BYTES)  # what sqlglot must not read (limits.py)
         trees = sqlglot.parse(for_sqlglot(sql), dialect="postgres")
-    except (SqlglotError, QueueError):
+    except (SqlglotError, QueueError):  # a refused one is refused again as a plain SELECT
         return None
     nodes = [t for t in trees if isinstance(t, exp.Expr)]
     if len(nodes) != 1 or not _catalog_tables(nodes[0]):
@@ -133,9 +135,10 @@ def is_catalog_query(sql: str) -> bool:
 
 
 def _param_count(tree: exp.Expr) -> int:
-    numbers = [int(p.name) for p in tree.find_all(exp.Parameter, exp.Placeholder)
-               if p.name.isdigit()]
-    return max(numbers, default=0)
+    names = [p.name for p in tree.find_all(exp.Parameter, exp.Placeholder) if p.name.isdigit()]
+    for name in names:
+        check_parameter_number(name)  # before int(): no $n past what a Bind can carry
+    return max(map(int, names), default=0)
 
 
 @lru_cache(maxsize=256)

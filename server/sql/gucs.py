@@ -12,11 +12,13 @@ in "Protocol Flow").
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
+from cubequeue.grammar.lexical import shown
 
 __all__ = ["GUCS", "Guc", "canonical_name", "normalize", "server_version_num"]
 
@@ -79,7 +81,11 @@ def _timeout(name: str, value: str) -> str:
             f'invalid value for parameter "{name}": "{value}"',
             hint='Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".',
         )
-    ms = round(float(m.group(1)) * _UNITS_MS[m.group(2) or "ms"])
+    scaled = float(m.group(1)) * _UNITS_MS[m.group(2) or "ms"]
+    if not math.isfinite(scaled):  # hundreds of digits: float() says inf, round() fails
+        raise InvalidParameterValue(f'invalid value for parameter "{name}": "{shown(value)}"',
+                                    hint="Value exceeds integer range.")
+    ms = round(scaled)
     if not 0 <= ms <= 2_147_483_647:
         raise InvalidParameterValue(
             f'{ms} ms is outside the valid range for parameter "{name}" (0 .. 2147483647)'

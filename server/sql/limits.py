@@ -25,6 +25,9 @@ from typing import Final
 
 from cubequeue.grammar import tokens as t
 from cubequeue.grammar.errors import LimitExceeded
+from cubequeue.grammar.lexical import MAX_INT_DIGITS, shown
+
+from .errors import NumericValueOutOfRange, UndefinedParameter
 
 __all__ = [
     "MAX_EXPRESSION_NODES",
@@ -34,6 +37,7 @@ __all__ = [
     "bound_statement",
     "check_expression_nodes",
     "check_in_list",
+    "check_parameter_number",
     "too_many_rows",
 ]
 
@@ -45,6 +49,12 @@ MAX_SQL_TOKENS: Final = 10_000
 MAX_EXPRESSION_NODES: Final = 10_000
 #: items of one ``IN (…)`` list
 MAX_IN_LIST_ITEMS: Final = 1_000
+#: the highest ``$n``: a Bind message counts its values in 16 bits
+MAX_PARAMETER_NUMBER: Final = 65_535
+#: characters of an ``INTERVAL '…'`` literal (quotes included): sqlglot splits one with a
+#: regex whose time grows with the square of a digit run's length
+MAX_INTERVAL_LITERAL_CHARS: Final = 256
+_STRINGS: Final = frozenset((t.STRING, t.ESTRING, t.DOLLAR))
 
 
 def _utf8_len_over(sql: str, limit: int) -> int | None:
@@ -69,12 +79,44 @@ def bound_statement(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> None:
             hint="QUEUE and CACHE statements are not limited by it; "
             "for large values, pass parameters",
         )
-    counted = sum(1 for _ in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1))
+    counted = 0
+    word = (0, 0)  # the last token, when a word
+    for kind, start, end in islice(t.tokenize(sql, backticks=False), MAX_SQL_TOKENS + 1):
+        counted += 1
+        if kind == t.PARAM and end - start > 1:
+            check_parameter_number(sql[start + 1 : end], start)
+        elif kind == t.NUMBER and end - start > MAX_INT_DIGITS:
+            _check_long_number(sql[start:end], start)
+        elif (end - start > MAX_INTERVAL_LITERAL_CHARS and kind in _STRINGS
+              and sql[word[0] : word[1]].lower() == "interval"):
+            raise LimitExceeded(
+                f"INTERVAL literal of {end - start} characters exceeds "
+                f"{MAX_INTERVAL_LITERAL_CHARS} (the limit of an interval literal)",
+                position=start + 1)
+        word = (start, end) if kind == t.WORD else (0, 0)
     if counted > MAX_SQL_TOKENS:
         raise LimitExceeded(
             f"plain SQL statement has more than {MAX_SQL_TOKENS} tokens "
             f"(the limit of tokens per plain SQL statement)"
         )
+
+
+def check_parameter_number(digits: str, start: int | None = None) -> None:
+    """42P02 for ``$n`` past :data:`MAX_PARAMETER_NUMBER`: no Bind can carry it, and a
+    plan sized by it (a tuple of n parameter types) would hold the loop and memory."""
+    significant = digits.lstrip("0")
+    if len(significant) > 5 or int(significant or "0") > MAX_PARAMETER_NUMBER:
+        raise UndefinedParameter(f"there is no parameter ${shown(digits)}",
+                                 position=None if start is None else start + 1)
+
+
+def _check_long_number(text: str, start: int) -> None:
+    """22003 for an integer literal with more digits than any integer type holds, before
+    sqlglot or a compiler calls ``int()`` on it (Python refuses past 4,300 digits;
+    grammar.lexical.MAX_INT_DIGITS)."""
+    if text.isdigit() and len(text.lstrip("0")) > MAX_INT_DIGITS:
+        raise NumericValueOutOfRange(f"value {shown(text)} is out of range for type bigint",
+                                     position=start + 1)
 
 
 def check_expression_nodes(count: int) -> None:

@@ -14,10 +14,11 @@ from typing import Final
 from sqlglot import exp
 
 from cubequeue.grammar.errors import FeatureNotSupported
+from cubequeue.grammar.lexical import bounded_int, shown
 from cubequeue.grammar.results import Row, Value
 
 from .datetime_functions import ANONYMOUS, NODE_NAMES, compile_typed
-from .errors import DatatypeMismatch, UndefinedObject
+from .errors import DatatypeMismatch, NumericValueOutOfRange, UndefinedObject
 from .expressions import (
     _CMP,
     Compiled,
@@ -98,11 +99,12 @@ def _literal(node: exp.Literal) -> Compiled:
         return _const(node.this, T.UNKNOWN)
     text = node.this
     if re.fullmatch(r"\d+", text):
-        n = int(text)
+        n = bounded_int(text)  # never int() of 4,300 digits (limits.bound_statement)
         if n <= 2**31 - 1:
             return _const(n, T.INT4)
         if n <= 2**63 - 1:
             return _const(n, T.INT8)
+        raise NumericValueOutOfRange(f"value {shown(text)} is out of range for type bigint")
     raise FeatureNotSupported(f"numeric literal {text} is not supported (integers only)")
 
 

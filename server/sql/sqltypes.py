@@ -12,10 +12,12 @@ so ``created`` and ``created::text`` read alike in one row.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 
 from cubequeue.grammar.errors import InvalidTextRepresentation
+from cubequeue.grammar.lexical import bounded_int, shown
 from cubequeue.grammar.results import ColumnType, Value
 from cubequeue.server.pgtypes import oids
 from cubequeue.server.timestamps import EPOCH, format_timestamptz, session_zone
@@ -69,10 +71,11 @@ def check_int(value: int, t: SqlType) -> int:
 def _text_to_int(text: str, t: SqlType) -> int:
     if not _INT_TEXT.match(text):
         raise InvalidTextRepresentation(f'invalid input syntax for type {t.pg_name}: "{text}"')
-    n = int(text)
+    n = bounded_int(text.strip())  # never int() of 4,300 digits: lexical.MAX_INT_DIGITS
     lo, hi = _INT_RANGE[t]
     if not lo <= n <= hi:
-        raise NumericValueOutOfRange(f'value "{text.strip()}" is out of range for type {t.pg_name}')
+        raise NumericValueOutOfRange(
+            f'value "{shown(text.strip())}" is out of range for type {t.pg_name}')
     return n
 
 
@@ -142,8 +145,8 @@ def parse_interval(text: str) -> int:
     m = _IV_CLOCK.match(text)
     if m:
         sign = -1 if m.group(1) == "-" else 1
-        secs = int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4) or 0)
-        return sign * round(secs * 1000)
+        secs = bounded_int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4) or 0)
+        return _interval_ms(sign * secs * 1000, text)
     total, pos, found = 0.0, 0, False
     stripped = text.rstrip()
     while pos < len(stripped):
@@ -157,7 +160,14 @@ def parse_interval(text: str) -> int:
         pos, found = p.end(), True
     if not found or pos != len(stripped):
         raise InvalidDatetimeFormat(f'invalid input syntax for type interval: "{text}"')
-    return round(total)
+    return _interval_ms(total, text)
+
+
+def _interval_ms(ms: float, text: str) -> int:
+    """``ms`` rounded, or 22003 past bigint (hundreds of digits make ``inf``)."""
+    if not math.isfinite(ms) or abs(ms) > 2**63 - 1:
+        raise NumericValueOutOfRange(f'interval field value out of range: "{shown(text)}"')
+    return round(ms)
 
 
 def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int) -> Value:
