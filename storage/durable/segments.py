@@ -10,7 +10,7 @@ renamed into place, with a directory fsync, when the current one is full (etcd's
 Segments are sized to the data: the first is :data:`INITIAL_SEGMENT_BYTES`, and each
 one after a full one twice as large, up to ``--segment-bytes``, so a small directory
 takes a few MiB, not two 64 MiB files. After a restart the log continues in the last
-segment where recovery found its written data ending (:class:`~.recovery.SegmentTail`),
+segment where recovery found its written data ending (:class:`~.layout.SegmentTail`),
 so restarts add no files.
 
 A failed write or sync is never retried on the same file (PostgreSQL's fsync rule: the
