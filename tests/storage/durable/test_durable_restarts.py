@@ -11,8 +11,9 @@ import pytest
 from durable_simfs import SimFiles
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_durable_store import DIR, _open, run
+from test_durable_store import DIR, _fail, _open, run
 
+from cubequeue.storage.durable.errors import LogFailed
 from cubequeue.storage.durable.segments import INITIAL_SEGMENT_BYTES, grown_size
 
 MiB = 1 << 20
@@ -123,6 +124,19 @@ def test_a_disk_too_small_names_the_option():
         files.capacity = INITIAL_SEGMENT_BYTES // 2
         durable, _ = await _open(files, segment_bytes=1 << 16)  # as the error says
         await durable.close()
+
+    asyncio.run(main())
+
+
+def test_a_disk_that_fills_while_running_names_the_options():
+    async def main():
+        files = SimFiles()
+        durable, _ = await _open(files, fsync="no")
+        files.fault, _state = _fail("write", errno.ENOSPC)
+        with pytest.raises(LogFailed, match="--segment-bytes"):
+            await run(durable, "QUEUE ADD PRIORITY 1 'q:b' 'p'")
+        with pytest.raises(LogFailed, match="--max-disk-bytes refuses growth"):
+            await run(durable, "CACHE SET 'c:x' '1'")
 
     asyncio.run(main())
 
