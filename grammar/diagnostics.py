@@ -7,7 +7,9 @@ field P).
 
 Before the generic text, the statement head is inspected to give the specific messages the
 contract quotes (§1.1, §4.7, §5.1): ``Unknown queue command: foo``,
-``Unknown cache command: …, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE``,
+``Unknown cache command: …, available: SET|GET|KEYS|INCR|REMOVE|TRUNCATE|PURGE`` (Cube
+Store's list says ``INC``, which it refuses, and has no PURGE: the list is built from the
+commands the grammar takes, issue 27),
 ``Unknown cachestore command``, ``Unknown system command`` and
 ``Invalid token: <token>, expected Word (command)``. This runs only on the error path, so
 valid statements pay nothing for it.
@@ -66,7 +68,10 @@ _QUEUE_COMMANDS = frozenset(
         "purge",
     ]
 )
-_CACHE_COMMANDS = frozenset(["set", "get", "keys", "remove", "truncate", "incr", "purge"])
+#: in the order the "available:" list gives them (Cube Store's, with PURGE added)
+_CACHE_ORDER = ("set", "get", "keys", "incr", "remove", "truncate", "purge")
+_CACHE_COMMANDS = frozenset(_CACHE_ORDER)
+_CACHE_AVAILABLE = "|".join(c.upper() for c in _CACHE_ORDER)
 _CACHESTORE_COMMANDS = frozenset(["compaction", "persist", "healthcheck", "eviction", "info"])
 
 _MAX_SHOWN = 40
@@ -189,7 +194,7 @@ def _head_error(sql: str) -> SyntaxError | None:
         return _error(f"Unknown queue command: {word}", sql, pos2, _nearest(word, _QUEUE_COMMANDS))
     if group == "cache" and word not in _CACHE_COMMANDS:
         return _error(
-            f"Unknown cache command: {word}, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE",
+            f"Unknown cache command: {word}, available: {_CACHE_AVAILABLE}",
             sql,
             pos2,
             _nearest(word, _CACHE_COMMANDS),

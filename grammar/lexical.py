@@ -96,13 +96,20 @@ def shown(text: str) -> str:
     return f"{text[:_SHOWN_CHARS]}... ({len(text)} characters)"
 
 
+def _unsigned(name: str) -> str:
+    """How a negative value's error words the field: Cube Store says "positive" for every
+    unsigned one, but CONCURRENCY 0 is a value (it claims nothing, as in Cube Store), so
+    there it says "non-negative" (issue 27)."""
+    return "non-negative" if name == "concurrency" else "positive"
+
+
 def check_int(value: int, name: str) -> int:
     """Range-check an already numeric value as Cube Store's ``INT(name, …)`` would."""
     lo, hi = INT_RANGES[name]
     if value < 0 and lo == 0:
         actual = (value if value > -PAST_EVERY_RANGE
                   else f"a negative number of more than {MAX_INT_DIGITS} digits")
-        raise InvalidParameterValue(f"{name} must be a positive integer, actual: {actual}")
+        raise InvalidParameterValue(f"{name} must be a {_unsigned(name)} integer, actual: {actual}")
     if value > hi:
         raise InvalidParameterValue(
             f"{name} must be a valid integer, error: number too large to fit in target type"
@@ -127,7 +134,8 @@ def check_int_text(text: str, name: str, position: int | None = None) -> int:
     lo, _hi = INT_RANGES[name]
     if text.startswith("-") and lo == 0:
         raise InvalidParameterValue(
-            f"{name} must be a positive integer, actual: {shown(text)}", position=position
+            f"{name} must be a {_unsigned(name)} integer, actual: {shown(text)}",
+            position=position,
         )
     if _DIGITS.fullmatch(text) is None:
         raise InvalidParameterValue(

@@ -76,7 +76,7 @@ def test_int_slot_from_text():
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [1.5], InvalidTextRepresentation, "invalid input syntax"),
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [True], InvalidTextRepresentation, "invalid input syntax"),
         ("QUEUE GET $1::int8", ["abc"], InvalidTextRepresentation, "invalid input syntax"),
-        ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [-1], InvalidParameterValue, "concurrency must be a positive integer, actual: -1"),
+        ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [-1], InvalidParameterValue, "concurrency must be a non-negative integer, actual: -1"),
         ("QUEUE RETRIEVE CONCURRENCY $1 'p'", [2**32], InvalidParameterValue, "concurrency must be a valid integer, error: number too large"),
         ("QUEUE ADD PRIORITY $1 'p' 'v'", [-(2**63) - 1], InvalidParameterValue, "number too small"),
         ("QUEUE GET $1", [-5], InvalidParameterValue, "id must be a positive integer, actual: -5"),

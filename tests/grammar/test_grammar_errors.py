@@ -13,7 +13,7 @@ ERRORS = [
     ("QUEUE foo", SyntaxError, "Unknown queue command: foo"),
     ("QUEUE FOO 'x'", SyntaxError, "Unknown queue command: foo"),
     ("QUEUE GETX 5", SyntaxError, "Unknown queue command: getx"),
-    ("CACHE Bar 'k'", SyntaxError, "Unknown cache command: bar, available: SET|GET|KEYS|INC|REMOVE|TRUNCATE"),
+    ("CACHE Bar 'k'", SyntaxError, "Unknown cache command: bar, available: SET|GET|KEYS|INCR|REMOVE|TRUNCATE|PURGE"),
     ("SYS CACHESTORE FOO", SyntaxError, "Unknown cachestore command"),
     ("SYS CACHESTORE", SyntaxError, "Unknown cachestore command"),
     ("SYS FOO", SyntaxError, "Unknown system command"),
@@ -45,7 +45,7 @@ ERRORS = [
     ("", SyntaxError, "found: EOF"),
     ("QUEUE GET $x", SyntaxError, "found: $"),
     # integers (§1.3, §8 rule 10: 22023)
-    ("QUEUE RETRIEVE CONCURRENCY -1 'p'", InvalidParameterValue, "concurrency must be a positive integer, actual: -1"),
+    ("QUEUE RETRIEVE CONCURRENCY -1 'p'", InvalidParameterValue, "concurrency must be a non-negative integer, actual: -1"),
     ("QUEUE RETRIEVE CONCURRENCY 1.5 'p'", InvalidParameterValue, "concurrency must be a valid integer, error: invalid digit found in string"),
     ("QUEUE RETRIEVE CONCURRENCY 4294967296 'p'", InvalidParameterValue, "concurrency must be a valid integer, error: number too large to fit in target type"),
     ("QUEUE ADD ORPHANED -5 'p' 'v'", InvalidParameterValue, "orphaned must be a positive integer, actual: -5"),
@@ -60,7 +60,7 @@ ERRORS = [
     ("QUEUE ORPHANED -7 'p'", InvalidParameterValue, "orphaned timeout must be a positive integer, actual: -7"),
     ("QUEUE GET -5", InvalidParameterValue, "id must be a positive integer, actual: -5"),
     ("QUEUE ACK 18446744073709551616 NULL", InvalidParameterValue, "id must be a valid integer"),
-    ("QUEUE ADD_AND_RETRIEVE 'p' 'v' -1", InvalidParameterValue, "concurrency must be a positive integer, actual: -1"),
+    ("QUEUE ADD_AND_RETRIEVE 'p' 'v' -1", InvalidParameterValue, "concurrency must be a non-negative integer, actual: -1"),
     ("SYS CLOCK ADVANCE -1", InvalidParameterValue, "ms must be a positive integer, actual: -1"),
     # placeholders (§8 rules 4, 5)
     ("QUEUE ADD $1 ?", SyntaxError, "cannot mix $n and ? placeholders"),
