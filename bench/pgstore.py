@@ -10,7 +10,7 @@ ratios):
 * claims/s on one hot prefix: clients race ``QUEUE RETRIEVE`` on distinct keys of one
   prefix (CONCURRENCY far above the load, so every call claims) for ``HOT_S`` seconds.
 
-The database is :mod:`cubequeue.storage.postgres.cluster`'s throwaway cluster (loopback,
+The database is :mod:`tests.support.pgcluster`'s throwaway cluster (loopback,
 ``fsync=off``: the disk's flush is not what is compared here).
 
 Usage: ``python -m bench.pgstore [--clients 16] [--queries 1500] [--quick]`` (``--quick``:
@@ -32,7 +32,7 @@ from bench.cpu import tree_cpu_s
 from bench.cycle import CycleConfig, CycleRun, run_cycle
 from bench.peers import Peer, start_cubequeue
 from bench.stats import pct
-from cubequeue.storage.postgres.cluster import Cluster, start_cluster
+from tests.support.pgcluster import Cluster, start_cluster
 
 HOT_S = 2.0
 HOT_CLIENTS = 16

@@ -6,8 +6,8 @@ PL/pgSQL function call (``migrations/``), serialised per prefix with an advisory
 
 from __future__ import annotations
 
-from cubequeue.storage.postgres.errors import StoreUnavailable
+from cubequeue.storage.postgres.errors import StatementInDoubt, StoreRefused, StoreUnavailable
 from cubequeue.storage.postgres.migrate import migrate
 from cubequeue.storage.postgres.store import PostgresStore
 
-__all__ = ["PostgresStore", "StoreUnavailable", "migrate"]
+__all__ = ["PostgresStore", "StatementInDoubt", "StoreRefused", "StoreUnavailable", "migrate"]

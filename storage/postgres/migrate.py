@@ -14,6 +14,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Protocol
 
+import asyncpg
+
+from cubequeue.storage.postgres.errors import (
+    UNAVAILABLE,
+    StoreRefused,
+    StoreUnavailable,
+    is_permanent,
+)
+
 __all__ = ["MIGRATION_LOCK", "Migration", "migrate", "migrations"]
 
 #: the advisory lock key all front ends serialise their migrations on
@@ -49,7 +58,26 @@ def migrations() -> list[Migration]:
 
 
 async def migrate(conn: _Conn) -> list[int]:
-    """Apply what is missing (in one transaction, under the lock); the versions applied."""
+    """Apply what is missing (in one transaction, under the lock); the versions applied.
+
+    A role that may not create the schema is :class:`StoreRefused` (no retry cures it);
+    a connection lost meanwhile is 57P03 (the transaction rolled back: start again)."""
+    try:
+        return await _migrate(conn)
+    except asyncpg.PostgresError as exc:
+        if is_permanent(exc):
+            raise StoreRefused(
+                f"the queue database refuses the schema migration (SQLSTATE {exc.sqlstate}: "
+                f"{exc}): let the role create tables in its schema (grant create on schema "
+                "public to <role>), or start one front end as the database's owner") from exc
+        if isinstance(exc, asyncpg.PostgresConnectionError) or exc.sqlstate in UNAVAILABLE:
+            raise StoreUnavailable(f"the queue database cannot be reached: {exc}") from exc
+        raise
+    except (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError) as exc:
+        raise StoreUnavailable(f"the queue database cannot be reached: {exc}") from exc
+
+
+async def _migrate(conn: _Conn) -> list[int]:
     applied: list[int] = []
     async with conn.transaction():  # type: ignore[attr-defined]  # asyncpg's Transaction
         await conn.execute("select pg_advisory_xact_lock($1)", MIGRATION_LOCK)

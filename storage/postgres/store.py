@@ -54,6 +54,7 @@ from cubequeue.grammar.errors import (
 )
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.storage import bound_fields as bound
+from cubequeue.storage.capabilities import PoolHealth
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.cache_steps import CacheSteps
 from cubequeue.storage.postgres.database import Database
@@ -189,8 +190,9 @@ class PostgresStore:
         """The design's rule 6: listener up, register, look once (consuming by path), then
         wait on events without holding a connection; the server owns the timeout."""
         key = bound.key(cmd.key)
-        bound.num(cmd.timeout)
-        await self.session.ready()
+        timeout_ms = bound.num(cmd.timeout)
+        # not longer than the statement's own deadline (none if 0); at once if the database is away
+        await self.session.ready(timeout_ms / 1000 if timeout_ms > 0 else None)
         waiter = self.waiters.register(key, callback)
         try:
             row, watermark = await self._queue.lookup_result(cmd.tag, key, None, lock=True)
@@ -218,6 +220,10 @@ class PostgresStore:
 
     def stats(self) -> Awaitable[StoreStats]:
         return self._tables.stats(self.waiters.count)
+
+    def pool_health(self) -> PoolHealth:
+        """The command pool's connections and failures by kind (``ReportsPoolHealth``)."""
+        return self.db.health()
 
     def now_ms(self) -> int:
         """The database's clock as of the last refresh (what UNIX_TIMESTAMP() reads)."""

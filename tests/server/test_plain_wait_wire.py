@@ -117,7 +117,7 @@ def test_durable_plain_sql_waits_for_unsynced_reads_and_after_a_restart(
 
 @pytest.fixture(scope="module")
 def pg_dsn() -> Iterator[str]:
-    from cubequeue.storage.postgres.cluster import find_bin, start_cluster
+    from pgcluster import find_bin, start_cluster
 
     if find_bin() is None:
         pytest.skip("PostgreSQL is not installed (make system-deps installs it)")

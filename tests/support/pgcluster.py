@@ -1,11 +1,13 @@
-"""A throwaway PostgreSQL cluster on loopback, for the tests and benchmarks of this store.
+"""A throwaway PostgreSQL cluster on loopback, for the PostgreSQL store's tests and benchmarks.
 
 Debian's PostgreSQL binaries (``/usr/lib/postgresql/<major>/bin``) run in a temporary
 directory on a free port; initdb and postgres refuse to run as root, so under root they run
 as the ``postgres`` user through ``runuser``. A :class:`Cluster` can also start a streaming
 standby of itself (``pg_basebackup -R``) and make it synchronous, which is what the
 failover test needs: kill the primary, promote the standby, and check that every
-acknowledged write is there. Not used by the server itself.
+acknowledged write is there; or :meth:`Cluster.freeze` it (SIGSTOP of every process, as
+a hung or partitioned host) and promote the standby. Test support, not part of the
+package (``bench/`` imports it as ``tests.support.pgcluster``).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ class Cluster:
     proc: subprocess.Popen[bytes] | None = None
     standbys: list[Cluster] = field(default_factory=list)
     owns_workdir: bool = True
+    #: the pids :meth:`freeze` stopped (:meth:`stop` and :meth:`kill` continue them first)
+    frozen: list[int] = field(default_factory=list)
 
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
@@ -164,12 +168,43 @@ class Cluster:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
+    def processes(self) -> list[int]:
+        """The postmaster and its children (backends, walsender, checkpointer, …)."""
+        root = self.postmaster_pid()
+        if root is None:
+            return []
+        found = [root]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == root:
+                    found.append(int(stat.parent.name))
+        return found
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of the cluster: it accepts TCP (the kernel does) and
+        answers nothing, like a hung or partitioned host. :meth:`thaw` undoes it."""
+        self.frozen = self.processes()
+        for pid in self.frozen:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        # under root ``proc`` is runuser, which stops itself when its child stops (job
+        # control, as su does) and continues the child only when it is continued itself
+        runuser = [self.proc.pid] if self.frozen and self.proc is not None else []
+        for pid in [*runuser, *self.frozen]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGCONT)
+        self.frozen = []
+
     def kill(self) -> None:
         """SIGKILL the postmaster: a crashed primary (its backends notice the postmaster's
         death and exit on their own)."""
         if self.proc is None:
             return
         self._signal(signal.SIGKILL)
+        self.thaw()
         self.proc.wait(timeout=30)
         with contextlib.suppress(FileNotFoundError):
             (self.data / "postmaster.pid").unlink()
@@ -178,6 +213,7 @@ class Cluster:
     def stop(self) -> None:
         for standby in self.standbys:
             standby.stop()
+        self.thaw()
         if self.proc is not None and self.proc.poll() is None:
             self._signal(signal.SIGINT)  # fast shutdown
             try:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pgcluster import Cluster, find_bin, start_cluster
 from pgstore_backend import Backend, BackendFactory
 
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.postgres.cluster import Cluster, find_bin, start_cluster
 
 
 @pytest.fixture(scope="session")

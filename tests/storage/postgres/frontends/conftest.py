@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
-from cubequeue.storage.postgres.cluster import Cluster
+from pgcluster import Cluster
 
 _names = itertools.count(1)
 

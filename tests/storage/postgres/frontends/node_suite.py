@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cubequeue.storage.postgres.cluster import start_cluster
+from pgcluster import start_cluster
 
 ROOT = Path(__file__).resolve().parents[4]
 NODE_DIR = ROOT / "tests" / "node"

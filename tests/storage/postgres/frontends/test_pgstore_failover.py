@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 import pytest
+from pgcluster import find_bin, start_cluster
 from pgstore_servers import front_ends
-
-from cubequeue.storage.postgres.cluster import find_bin, start_cluster
 
 CLIENTS = 8
 LOAD_BEFORE_S = 1.5
