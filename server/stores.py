@@ -240,13 +240,10 @@ def build_store(
         dsn, session_dsn = target, config.store_session_dsn
 
         async def postgres() -> StoreBackend:
-            from cubequeue.storage.postgres import PostgresStore, StoreRefused
+            from cubequeue.storage.postgres import PostgresStore
 
-            try:  # a URL that can never work (no such database or role): one line, exit 2
-                store = PostgresStore(dsn, limits, session_dsn=session_dsn)
-                await _start_postgres(store)
-            except StoreRefused as err:
-                raise StartupRefused(str(err)) from err
+            store = PostgresStore(dsn, limits, session_dsn=session_dsn)
+            await _start_postgres(store)
             return store
 
         return StoreSlot("postgresql", clock, postgres)

@@ -443,7 +443,7 @@ class QueueState:
         return len(expired)
 
     @property
-    def has_backlog(self) -> bool:
+    def has_deferred(self) -> bool:
         """Due items left for later sweeps, or deferred bulk work queued."""
         return self._backlog or bool(self.deferred)
 

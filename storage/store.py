@@ -171,11 +171,11 @@ class Store:
             result = handler(cmd, process_id, now)
         except BaseException:
             del effects[swept:]
-            if queue.has_backlog:
+            if queue.has_deferred:
                 queue.work(self.limits.work_budget)
             self._commit()
             raise
-        if queue.has_backlog:
+        if queue.has_deferred:
             queue.work(self.limits.work_budget)
         if effects:
             self._commit()
@@ -185,16 +185,16 @@ class Store:
     def has_deferred(self) -> bool:
         """Bulk work is left (a truncated queue to release, due items to sweep): the
         server calls :meth:`run_deferred` once per event-loop turn while this holds."""
-        return self._queue.has_backlog
+        return self._queue.has_deferred
 
     def run_deferred(self, budget: int | None = None) -> bool:
         """One slice (``budget`` units, by default ``Limits.work_budget``) of the bulk
         work steps leave behind, between steps; whether more is left."""
         queue = self._queue
-        if queue.has_backlog:
+        if queue.has_deferred:
             queue.work(self.limits.work_budget if budget is None else budget)
             self._commit()
-        return queue.has_backlog
+        return queue.has_deferred
 
     def result_blocking(
         self, cmd: QueueResultBlocking, callback: Callback, process_id: str | None = None
