@@ -240,10 +240,13 @@ def build_store(
         dsn, session_dsn = target, config.store_session_dsn
 
         async def postgres() -> StoreBackend:
-            from cubequeue.storage.postgres import PostgresStore
+            from cubequeue.storage.postgres import PostgresStore, StoreRefused
 
-            store = PostgresStore(dsn, limits, session_dsn=session_dsn)
-            await _start_postgres(store)
+            try:  # a URL that can never work (no such database or role): one line, exit 2
+                store = PostgresStore(dsn, limits, session_dsn=session_dsn)
+                await _start_postgres(store)
+            except StoreRefused as err:
+                raise StartupRefused(str(err)) from err
             return store
 
         return StoreSlot("postgresql", clock, postgres)
