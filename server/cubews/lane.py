@@ -2,16 +2,16 @@
 
 websockets' asyncio ``Connection`` turns every frame into a message queued in an
 assembler, wakes the reader coroutine, and sends each answer through an async context
-(state check, ``drain``); with a task per message, one statement cost four loop turns
-and most of its server CPU outside cubequeue. After the upgrade, :meth:`Lane.attach`
+(state check, ``drain``): a task and several loop turns per message (what that cost is
+in bench/RESULTS-notes.md, "the WebSocket lane"). After the upgrade, :meth:`Lane.attach`
 puts this protocol between the transport and that connection, and drives the same
 sans-I/O ``ServerProtocol`` (websockets' supported sans-I/O API) itself:
 
 * a complete binary frame goes straight to ``on_message`` inside ``data_received``
   (the answers it queues go out in one ``transport.write`` at the end of the callback):
   its header (RFC 6455 §5.2) is read here and its payload unmasked with the library's
-  ``apply_mask``; websockets' generator parser cost as much CPU as running a short
-  statement. Every other frame is handed whole to the library's parser, which so stays
+  ``apply_mask``, instead of going through websockets' generator parser. Every other
+  frame is handed whole to the library's parser, which so stays
   aligned on frame boundaries; a frame it must fail (unmasked, an extension bit, over
   the size limit) and everything after it go to that parser;
 * every other frame (ping, pong, close, text, the frames of a fragmented message, and a
