@@ -26,6 +26,7 @@ recovered, ``recovery`` keeps the last run's figures (``null`` without a data di
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from http import HTTPStatus
@@ -36,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
+from cubequeue.grammar.lexical import INT_RANGES, bounded_int, shown
 from cubequeue.server.console.assets import Asset, load_assets
 from cubequeue.server.console.auth import CHALLENGE, ConsoleAuth
 from cubequeue.server.console.counters import read_counters
@@ -63,6 +65,9 @@ ITEMS_LIMIT = (200, 1000)
 DEPARTURES_LIMIT = (50, 1000)
 PREVIEW_CHARS = (4096, 65536)
 DEPTH_TOP = (8, 20)
+#: the largest queue id (the dialect's ``id`` range)
+MAX_QUEUE_ID = INT_RANGES["id"][1]
+_INTEGER = re.compile(r"-?[0-9]+")
 
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
         "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -109,11 +114,12 @@ class _Params:
         raw = self.text(name)
         if raw is None or raw == "":
             return default
-        if not raw.isascii() or not raw.strip().lstrip("-").isdigit():
+        text = raw.strip()
+        if _INTEGER.fullmatch(text) is None:
             raise BadRequest(f"{name} must be an integer, actual: {raw[:40]!r}")
-        value = int(raw)
+        value = bounded_int(text)  # never int() of thousands of digits
         if value < lo or value > most:
-            raise BadRequest(f"{name} must be between {lo} and {most}, actual: {value}")
+            raise BadRequest(f"{name} must be between {lo} and {most}, actual: {shown(text)}")
         return value
 
 
@@ -264,11 +270,14 @@ class Console:
         raw = params.required("id")
         if not raw.isascii() or not raw.isdigit():
             raise BadRequest(f"id must be a queue id (digits), actual: {raw[:40]!r}")
+        queue_id = bounded_int(raw)
+        if queue_id > MAX_QUEUE_ID:
+            raise BadRequest(f"id must be at most {MAX_QUEUE_ID}, actual: {shown(raw)}")
         limit = params.number("limit", PREVIEW_CHARS)
         table = await self.reader.table("queue")
-        preview = item_preview(table.columns, table.rows, queue_id=int(raw), limit=limit)
+        preview = item_preview(table.columns, table.rows, queue_id=queue_id, limit=limit)
         if preview is None:
-            raise NotFound(f"no queue item with id {int(raw)}")
+            raise NotFound(f"no queue item with id {queue_id}")
         return preview
 
     async def _departures(self, params: _Params) -> Json:
