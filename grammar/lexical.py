@@ -68,7 +68,7 @@ _DIGITS = re.compile(r"-?[0-9]+")
 #: aside; a longer digit string is out of every range
 MAX_INT_DIGITS = 20
 #: what :func:`bounded_int` makes of a longer one: past every range, with its sign
-PAST_EVERY_RANGE = 10**MAX_INT_DIGITS
+PAST_EVERY_RANGE: int = 10**MAX_INT_DIGITS
 #: how much of a rejected literal an error message repeats
 _SHOWN_CHARS = 64
 
@@ -76,8 +76,8 @@ _SHOWN_CHARS = 64
 def bounded_int(text: str) -> int:
     """The value of an ASCII digit string (a ``-`` or ``+`` sign allowed), or
     ±:data:`PAST_EVERY_RANGE` when it has more than :data:`MAX_INT_DIGITS` digits after
-    its leading zeros: such a number is out of every field's range, which check then
-    says, and ``int()`` never reads it (see the module docstring)."""
+    its leading zeros: such a number is out of every field's range, which the range check
+    then says, and ``int()`` never reads it (see the module docstring)."""
     if len(text) <= MAX_INT_DIGITS:
         return int(text)
     negative = text.startswith("-")
