@@ -1,4 +1,5 @@
-"""A page on another origin cannot drive the queue through ``/ws`` (server/browsers.py).
+"""Browsers kept out (server/browsers.py): a page on another origin cannot drive the queue
+through ``/ws``, and a DNS-rebinding page cannot read the console.
 
 Debian's Chromium, driven by Playwright as in tests/server/console/test_console_browser.py,
 loads a page from another origin on this machine (a small HTTP server on another loopback
@@ -31,7 +32,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 WAIT_MS = 30_000
 
 try:
-    from playwright.sync_api import Browser, sync_playwright
+    from playwright.sync_api import Browser, Playwright, sync_playwright
 except ImportError:  # pragma: no cover - exercised where playwright is absent
     sync_playwright = None  # type: ignore[assignment]
 
@@ -55,13 +56,18 @@ window.outcome = new Promise((resolve) => {
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
+def playwright() -> Iterator[Playwright]:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 class _Page(http.server.BaseHTTPRequestHandler):
@@ -141,5 +147,29 @@ def test_an_allowed_origin_is_served(browser: Browser,
     try:
         assert _page_sets_a_key(browser, other_origin, srv, "browser:ok") == "answered"
         assert _stored(srv, "browser:ok") == "from-a-page"
+    finally:
+        srv.stop()
+
+
+def test_a_rebound_name_cannot_read_the_console(playwright: Playwright) -> None:
+    """DNS rebinding: ``evil.example`` resolves to 127.0.0.1 (Chromium's host resolver
+    rules stand in for the attacker's DNS), so its page is same-origin with the console
+    it loads; the server answers only the names it is reached by."""
+    srv = start_cubequeue(test_clock=False)
+    try:
+        rebinding = playwright.chromium.launch(executable_path=CHROMIUM, args=[
+            *CHROMIUM_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"])
+        try:
+            page = rebinding.new_page()
+            for path in ("/", "/api/v1/overview", "/metrics"):
+                response = page.goto(f"http://evil.example:{srv.http_port}{path}",
+                                     timeout=WAIT_MS)
+                assert response is not None and response.status == 403, path
+                assert "--allowed-hosts" in (response.text() or "")
+            response = page.goto(f"http://127.0.0.1:{srv.http_port}/api/v1/overview",
+                                 timeout=WAIT_MS)
+            assert response is not None and response.status == 200
+        finally:
+            rebinding.close()
     finally:
         srv.stop()
