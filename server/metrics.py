@@ -341,10 +341,11 @@ class _StoreCollector:
         #: the census of the scrape being rendered (set and cleared around one render)
         self.census: _Census | None = None
 
-    def walk(self, stats: StoreStatsLike) -> tuple[_TopPrefixes, Iterator[list[PrefixSample]]]:
+    def walk(self, stats: StoreStatsLike, on_copy: Callable[[], None] | None = None
+             ) -> tuple[_TopPrefixes, Iterator[list[PrefixSample]]]:
         """The ranking to feed and the slices to feed it (each read when asked for)."""
         prefixes = stats.prefixes
-        slices = (prefixes.walk(self._walk_slice, self._stalled_after_ms)
+        slices = (prefixes.walk(self._walk_slice, self._stalled_after_ms, on_copy)
                   if isinstance(prefixes, PrefixCensus)
                   else _samples(prefixes, self._walk_slice))
         return _TopPrefixes(self._limit), slices
@@ -676,12 +677,17 @@ class Metrics:
                  fresh_prefixes: int = FRESH_PREFIXES,
                  census_max_age_s: float = CENSUS_MAX_AGE_S,
                  first_wait_s: float = FIRST_WAIT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_census: Callable[[], None] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._max_label_bytes = max_label_bytes
         self._fresh_prefixes = fresh_prefixes
         self._census_max_age_s = census_max_age_s
         self._first_wait_s = first_wait_s
+        #: called once a census has copied the store's prefix map (server/heap.py's
+        #: after_stream: freeze that young 10^6-entry list while the store is large, or
+        #: every young collection walks it)
+        self._on_census = on_census
         self._clock = clock
         #: the latest census taken by a scrape, and when (``clock``)
         self._last_census: tuple[_Census, float] | None = None
@@ -808,7 +814,7 @@ class Metrics:
     async def _take_census(self) -> _Census:
         store = self._store
         stats = store.read()
-        top, slices = store.walk(stats)
+        top, slices = store.walk(stats, self._on_census)
         for part in slices:  # each slice is read from the store when asked for
             top.add(part)
             await asyncio.sleep(0)

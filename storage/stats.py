@@ -39,7 +39,7 @@ DEPARTURE_REASONS = ("acked", "cancelled", "cancelled_stalled", "cancelled_orpha
 DEFAULT_STALLED_AFTER_MS = 120_000
 #: prefixes a reader that must not hold the event loop takes per turn from
 #: :meth:`PrefixCensus.walk` (a few milliseconds of work)
-WALK_SLICE = 2048
+WALK_SLICE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +128,18 @@ class PrefixCensus(Sequence[PrefixCounts]):
             self._rows = rows
         return rows
 
-    def walk(self, size: int, stalled_after_ms: int) -> Iterator[list[PrefixSample]]:
+    def walk(self, size: int, stalled_after_ms: int,
+             on_copy: Callable[[], None] | None = None) -> Iterator[list[PrefixSample]]:
         """The prefixes as :data:`PrefixSample` rows, at most ``size`` per slice, each
         slice read when asked for at the clock's instant then. An active item is stalled
         when its heartbeat is more than the prefix's own STALLED/TO_CANCEL heartbeat
-        timeout old (the latest one a client sent there), else ``stalled_after_ms``."""
+        timeout old (the latest one a client sent there), else ``stalled_after_ms``.
+        ``on_copy`` is called once the states are listed, before anything else is
+        allocated (a server freezes that list out of its young collections)."""
         current, clock, size = self._states, self._clock, max(1, size)
         states = list(current().values())
+        if on_copy is not None:
+            on_copy()
         for start in range(0, len(states), size):
             now, live = clock(), current().get
             yield [s.sample(now, stalled_after_ms) for s in states[start:start + size]
