@@ -230,7 +230,7 @@ def parse_copy(sql: str) -> CopyRequest:
         i = end + 1
     tok = tokens[i] if i < len(tokens) else None
     if not _is(tok, "to"):
-        if _is(tok, "from"):
+        if tok is not None and _is(tok, "from"):
             target = "(query)" if _is(tokens[1], "(") else sql[tokens[1].pos : tok.pos].strip()
             raise _refuse(f"COPY {target} FROM (cubequeue has no tables to load)")
         raise _syntax(sql, tok)
