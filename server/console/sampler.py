@@ -23,7 +23,7 @@ from cubequeue.storage.stats import (
     PrefixSample,
 )
 
-__all__ = ["SAMPLE_INTERVAL_S", "CommandRate", "Sampler"]
+__all__ = ["SAMPLE_INTERVAL_S", "CommandRate", "Sampler", "next_delay"]
 
 SAMPLE_INTERVAL_S = 1.0
 
@@ -66,6 +66,17 @@ async def _deepest(prefixes: Sequence[PrefixCounts], keep: int,
     return [PrefixCounts(s[1], s[2], s[3]) for s in kept]
 
 
+#: a sample that took this long is followed by a pause this many times longer
+BUSY_FACTOR = 4.0
+
+
+def next_delay(interval_s: float, took_s: float) -> float:
+    """The pause before the next sample: ``interval_s``, or longer after a slow sample (a
+    store of 10^6 prefixes is read in slices for seconds), so sampling never takes more
+    than a fifth of the server's time."""
+    return max(interval_s, BUSY_FACTOR * took_s)
+
+
 class Sampler:
     def __init__(self, reader: StoreReader, ring: DepthRing,
                  commands_total: Callable[[], float],
@@ -87,11 +98,12 @@ class Sampler:
 
     async def _run(self) -> None:
         while True:
+            started = time.monotonic()
             try:
                 await self.sample_once()
             except Exception:
                 _log.exception("console sampler: reading the store failed")
-            await asyncio.sleep(self._interval)
+            await asyncio.sleep(next_delay(self._interval, time.monotonic() - started))
 
     def start(self) -> None:
         if self._task is None:

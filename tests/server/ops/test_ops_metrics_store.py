@@ -16,7 +16,7 @@ from cubequeue.server import __version__
 from cubequeue.server import metrics as metrics_module
 from cubequeue.server.console import sampler as sampler_module
 from cubequeue.server.console.ring import DepthRing
-from cubequeue.server.console.sampler import Sampler
+from cubequeue.server.console.sampler import Sampler, next_delay
 from cubequeue.server.console.source import StoreReader
 from cubequeue.server.context import ConnectionRegistry
 from cubequeue.server.errors import TooManyConnections
@@ -409,3 +409,10 @@ def test_a_census_reports_its_copy_once_for_the_heap_policy() -> None:
 
     asyncio.run(go())
     assert copies == ["metrics", "sampler", "metrics"]
+
+
+def test_a_slow_console_sample_is_followed_by_a_longer_pause() -> None:
+    """At 10^6 prefixes a sample reads the store in slices for seconds: sampling once a
+    second would keep a core busy. It takes at most a fifth of the time."""
+    assert next_delay(1.0, 0.01) == 1.0
+    assert next_delay(1.0, 2.0) == 8.0
