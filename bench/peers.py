@@ -1,4 +1,4 @@
-"""Start and stop the three systems on loopback: cubequeue, PostgreSQL 15 and Redis 7.
+"""Start and stop the systems on loopback: cubequeue, PostgreSQL 15, Redis 7 and the floor.
 
 Each peer is started by the benchmark itself on free ports in a throwaway directory and
 exposes ``pid`` (the root of its process tree, for ``cpu.tree_cpu_s``).
@@ -8,7 +8,8 @@ logged tables) except the settings an expert would choose for a queue whose cont
 recoverable (Cube re-queues lost queries): ``PG_SETTINGS`` below, listed verbatim in
 RESULTS.md. initdb and postgres refuse to run as root, so they run as the ``postgres``
 user through ``runuser``. Redis runs without persistence (``--save '' --appendonly no``),
-like cubequeue, which keeps everything in memory.
+like cubequeue, which keeps everything in memory. The floor (bench/floor.py) is a bare
+uvloop responder that answers ``SELECT 1`` with prebuilt bytes: the round trip's floor.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "have_postgres",
     "have_redis",
     "start_cubequeue",
+    "start_floor",
     "start_postgres",
     "start_redis",
 ]
@@ -129,8 +131,10 @@ def _wait(peer: Peer, ready: object, timeout: float = 30.0) -> Peer:
     raise RuntimeError(f"{peer.name} did not start within {timeout:.0f} s:\n{peer.log()[-3000:]}")
 
 
-def start_cubequeue(*args: str) -> Peer:
-    """``python -m cubequeue.server`` with its defaults on free ports."""
+def start_cubequeue(*args: str, tree: Path | None = None) -> Peer:
+    """``python -m cubequeue.server`` with its defaults on free ports; ``tree`` is a
+    directory holding ``cubequeue/{grammar,server,storage}`` to import the server from
+    instead of the installed one (an A/B's base, bench/ab.py)."""
     from importlib.metadata import version
 
     workdir = Path(tempfile.mkdtemp(prefix="cqbench-cq-"))
@@ -138,10 +142,27 @@ def start_cubequeue(*args: str) -> Peer:
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - owned by the child
     cmd = [sys.executable, "-m", "cubequeue.server", "--port", str(port),
            "--http-port", str(http_port), *args]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env)  # fmt: skip
     log.close()
     peer = Peer("cubequeue", port, proc, workdir, version("cubequeue"), http_port=http_port)
     return _wait(peer, lambda: _accepts(port) and _accepts(http_port))
+
+
+def start_floor() -> Peer:
+    """``python -m bench.floor`` on a free port (bench/floor.py), from this repository."""
+    from importlib.metadata import version
+
+    workdir = Path(tempfile.mkdtemp(prefix="cqbench-floor-"))
+    port = free_port()
+    log = open(workdir / "server.log", "wb")  # noqa: SIM115 - owned by the child
+    cmd = [sys.executable, "-m", "bench.floor", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            cwd=Path(__file__).resolve().parent.parent)  # fmt: skip
+    log.close()
+    peer = Peer("floor", port, proc, workdir, f"uvloop {version('uvloop')}")
+    return _wait(peer, lambda: _accepts(port))
 
 
 def start_redis() -> Peer:

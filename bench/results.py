@@ -23,7 +23,8 @@ from bench.stats import agg, pct
 from bench.wake import WakeRun
 from bench.wire import WireRun
 
-__all__ = ["Report", "machine_info", "ratio_lines", "write_results"]
+__all__ = ["FLOOR_TARGET", "FloorRatio", "Report", "floor_ratio", "machine_info", "ratio_lines",
+           "write_results"]  # fmt: skip
 
 CycleKey = tuple[str, int, int, str]  # system, clients, concurrency, mode
 WireKey = tuple[str, str, str, int]  # system, statement, mode, clients
@@ -133,10 +134,105 @@ def ratio_lines(report: Report) -> list[str]:
     return lines
 
 
+#: issue 28: cubequeue's SELECT 1 round trip at most this many times the floor's
+FLOOR_TARGET = 1.25
+FLOOR_CLIENTS = (1, 64)
+MODES = ("simple", "extended", "prepared")
+
+
+@dataclass(frozen=True, slots=True)
+class FloorRatio:
+    """One system's round trip against the floor's at the same -M and -c: the ratio of
+    the medians, and the range of the ratios of runs made side by side (same repetition)."""
+
+    us: float
+    floor_us: float
+    ratio: float
+    lo: float
+    hi: float
+
+    def fmt(self) -> str:
+        span = f" ({self.lo:.2f}–{self.hi:.2f})" if self.lo != self.hi else ""
+        return f"{self.ratio:.2f}×{span}"
+
+
+def floor_ratio(wire: dict[WireKey, list[WireRun]], system: str, name: str, mode: str,
+                clients: int) -> FloorRatio | None:  # fmt: skip
+    """``system``'s ``name`` against the floor's ``SELECT 1`` (Redis's PING against the
+    floor's simple query: one message each way)."""
+    runs = wire.get((system, name, mode, clients))
+    floor = wire.get(("floor", "SELECT 1", "simple" if mode == "RESP" else mode, clients))
+    if not runs or not floor:
+        return None
+    ours = agg([r.us_per_statement for r in runs]).median
+    base = agg([r.us_per_statement for r in floor]).median
+    if base <= 0:
+        return None
+    pairs = [a.us_per_statement / b.us_per_statement for a, b in zip(runs, floor, strict=False)
+             if b.us_per_statement > 0] or [ours / base]  # fmt: skip
+    return FloorRatio(ours, base, ours / base, min(pairs), max(pairs))
+
+
+def _floor_lines(report: Report) -> list[str]:
+    """SELECT 1 server CPU per round trip against the floor's: cubequeue at most
+    ``FLOOR_TARGET``× at 1 and 64 clients in every mode; PostgreSQL and Redis beside it."""
+    lines = []
+    for clients in FLOOR_CLIENTS:
+        ours = [(m, r) for m in MODES
+                if (r := floor_ratio(report.wire, "cubequeue", "SELECT 1", m, clients))]  # fmt: skip
+        if not ours:
+            continue
+        detail = ", ".join(f"{m} {r.us:.1f}/{r.floor_us:.1f} µs {r.fmt()}" for m, r in ours)
+        peers = [f"postgres {m} {r.ratio:.2f}×" for m in MODES
+                 if (r := floor_ratio(report.wire, "postgres", "SELECT 1", m, clients))]  # fmt: skip
+        if ping := floor_ratio(report.wire, "redis", "PING", "RESP", clients):
+            peers.append(f"redis PING {ping.us:.1f} µs {ping.ratio:.2f}×")
+        beside = f" (beside it: {', '.join(peers)})" if peers else ""
+        worst = max(r.ratio for _, r in ours)
+        lines.append(
+            f"SELECT 1 round trip at {clients} client{'s' if clients > 1 else ''}, server CPU "
+            f"cubequeue ÷ the floor (bench/floor.py, same run): {detail}{beside}; target "
+            f"≤ {FLOOR_TARGET}× → {_verdict(worst <= FLOOR_TARGET)}"
+        )
+    return lines
+
+
+def _floor_table(report: Report) -> list[str]:
+    out = [
+        "| -c | -M | floor µs | cubequeue µs | cubequeue ÷ floor | target | PostgreSQL µs "
+        "| PostgreSQL ÷ floor | Redis PING µs | Redis ÷ floor |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    clients = sorted({c for (s, n, _, c) in report.wire if s == "floor" and n == "SELECT 1"})
+    for c in clients:
+        ping = floor_ratio(report.wire, "redis", "PING", "RESP", c)
+        for mode in MODES:
+            floor = report.wire.get(("floor", "SELECT 1", mode, c))
+            if not floor:
+                continue
+            cq = floor_ratio(report.wire, "cubequeue", "SELECT 1", mode, c)
+            pg = floor_ratio(report.wire, "postgres", "SELECT 1", mode, c)
+            target = f"≤ {FLOOR_TARGET}× → {_verdict(cq.ratio <= FLOOR_TARGET)}" if (
+                cq and c in FLOOR_CLIENTS) else ""  # fmt: skip
+            out.append(
+                f"| {c} | {mode} | {agg([r.us_per_statement for r in floor]).fmt(1)} "
+                f"| {_us(report, 'cubequeue', 'SELECT 1', mode, c)} | {cq.fmt() if cq else ''} "
+                f"| {target} | {_us(report, 'postgres', 'SELECT 1', mode, c)} "
+                f"| {pg.fmt() if pg else ''} | {_us(report, 'redis', 'PING', 'RESP', c)} "
+                f"| {ping.fmt() if ping else ''} |"
+            )
+    return out
+
+
+def _us(report: Report, system: str, name: str, mode: str, clients: int) -> str:
+    runs = report.wire.get((system, name, mode, clients))
+    return agg([r.us_per_statement for r in runs]).fmt(1) if runs else ""
+
+
 def _round_trip_lines(report: Report) -> list[str]:
     """SELECT 1 server CPU per round trip: at most PostgreSQL's at 1 client, at most 1.5×
-    at 64 (16 clients is shown, without a target)."""
-    lines = []
+    at 64 (16 clients is shown, without a target); and against the floor (issue 28)."""
+    lines = _floor_lines(report)
     for clients, target in ((1, 1.0), (16, None), (64, 1.5)):
         sel = []
         for mode in ("simple", "extended", "prepared"):
@@ -243,14 +339,18 @@ def _cycle_table(report: Report) -> list[str]:
 
 
 def _wire_table(report: Report) -> list[str]:
-    out = ["| system | statement | -M | -c | tps | server CPU µs/stmt | hit rate |",
-           "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for (system, name, mode, c), runs in report.wire.items():
+    out = ["| system | statement | -M | -c | tps | server CPU µs/stmt | ÷ floor | hit rate |",
+           "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    order = {"cubequeue": 0, "floor": 1, "postgres": 2, "redis": 3}
+    for (system, name, mode, c), runs in sorted(report.wire.items(),
+                                                key=lambda kv: order.get(kv[0][0], 4)):  # fmt: skip
         hits = [r.hits for r in runs if r.hits is not None]
         hit = f"{100 * agg(hits).median:.0f}%" if hits else ""
+        ratio = floor_ratio(report.wire, system, name, mode, c) if system != "floor" else None
         out.append(
             f"| {system} | {name} | {mode} | {c} | {agg([r.tps for r in runs]).fmt()} "
-            f"| {agg([r.us_per_statement for r in runs]).fmt(1)} | {hit} |"
+            f"| {agg([r.us_per_statement for r in runs]).fmt(1)} "
+            f"| {ratio.fmt() if ratio else ''} | {hit} |"
         )
     return out
 
@@ -376,6 +476,22 @@ def write_results(report: Report, path: Path) -> None:
         "",
         *queryqueue_table(report.queryqueue),
         "",
+        "## Round trip against the floor (bench/floor.py)",
+        "",
+        "The floor is a bare uvloop PostgreSQL-wire server that answers `SELECT 1` with "
+        "reply bytes built once (bench/floor.py): the least a Python asyncio server can "
+        "spend on a round trip. pgbench's `SELECT 1` runs against cubequeue, the floor and "
+        "PostgreSQL in turn within each mode and client count (the order reversed every "
+        "other repetition), measured as in the next section; Redis's round trip is "
+        "`redis-benchmark -t ping_mbulk` (one PING per round trip, no pipelining) with the "
+        "same steady window, per command Redis counted (`INFO stats`). A ratio is the "
+        "ratio of the medians; the range in parentheses is the lowest and highest ratio of "
+        "runs made side by side. Redis's PING is set against the floor's simple query (one "
+        f"message each way). Target (issue 28): cubequeue ≤ {FLOOR_TARGET}× the floor at 1 "
+        "and 64 clients.",
+        "",
+        *_floor_table(report),
+        "",
         "## Wire floor (pgbench)",
         "",
         "Steady state: `pgbench -n -f <one statement> -M <mode> -c <c> -j min(c,2) -T <s> "
@@ -383,7 +499,8 @@ def write_results(report: Report, path: Path) -> None:
         "from /proc 1 s after pgbench starts (every connection is open and warm) and again "
         "0.25 s before its `-T` ends (pgbench still running, so no disconnect is counted); "
         "tps and µs per statement use the transactions that pgbench's per-transaction log "
-        "shows completed between the two reads. `SELECT 1` runs `-T 5` (a 3.75 s window) "
+        "shows completed between the two reads; \"÷ floor\" divides by the floor's `SELECT 1` "
+        "at the same -M and -c. `SELECT 1` runs `-T 5` (a 3.75 s window) "
         "in every repetition, the other statements `-T 3` once each. cubequeue paths are bare numbers (prefix \"\") because pgbench "
         "rewrites every `:name` inside quotes into a parameter in extended/prepared mode "
         "(bench/wire.py); in prepared mode the QUEUE statements take `$n` from `\\set` "

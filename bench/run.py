@@ -1,13 +1,17 @@
 """``python -m bench.run [--quick]``: cubequeue, PostgreSQL 15 and Redis 7, one run.
 
-Starts all three servers on loopback, runs the QueryQueue cycle matrix (C ∈ {1, 8, 64},
-concurrency ∈ {2, 64}, normal and fast track), Cube's own QueryQueue from npm against
-Redis and over cubequeue's WebSocket (bench/cube_queue.py, 10 s per run), the steady-state
-pgbench wire floor, the blocking wake latency, profiles the cubequeue server, runs the
-storage and grammar micro-benchmarks, writes bench/RESULTS.md and prints the ratio lines.
+Starts all three servers on loopback, and the floor server (bench/floor.py: the least a
+Python asyncio server can spend on a ``SELECT 1`` round trip), runs the QueryQueue cycle
+matrix (C ∈ {1, 8, 64}, concurrency ∈ {2, 64}, normal and fast track), Cube's own
+QueryQueue from npm against Redis and over cubequeue's WebSocket (bench/cube_queue.py,
+10 s per run), the steady-state pgbench wire floor (``SELECT 1`` against cubequeue, the
+floor and PostgreSQL alternated run by run, with Redis's ``PING`` beside them), the
+blocking wake latency, profiles the cubequeue server, runs the storage and grammar
+micro-benchmarks, writes bench/RESULTS.md and prints the ratio lines.
 ``--quick`` (``make bench-quick``, about two minutes): C=8 and C=1 at concurrency 2, both
 modes, all three systems, Cube's QueryQueue for 3 s per configuration, SELECT 1 at 1 and
-64 clients and idle wake latency, one run each; prints the ratio lines and writes nothing.
+64 clients (and the floor's, and Redis's PING) and idle wake latency, one run each; prints
+the ratio lines and writes nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +32,7 @@ from bench.cube_queue import CONFIGS as QQ_CONFIGS
 from bench.cube_queue import QQConfig, QQRun, deps_missing, run_queryqueue
 from bench.cycle import CycleConfig, CycleRun, run_cycle
 from bench.profile import profile_cycle
+from bench.redis_ping import have_redis_benchmark, run_redis_ping
 from bench.results import Report, machine_info, ratio_lines, write_results
 from bench.wake import WakeRun, measure_wake, start_busy
 from bench.wire import (
@@ -73,7 +79,7 @@ def _valid(make: Callable[[int], R], label: str, rejected: list[str]) -> R | Non
 def _start_all(systems: tuple[str, ...]) -> dict[str, peers.Peer]:
     started: dict[str, peers.Peer] = {}
     starters = {"cubequeue": peers.start_cubequeue, "postgres": peers.start_postgres,
-                "redis": peers.start_redis}  # fmt: skip
+                "redis": peers.start_redis, "floor": peers.start_floor}  # fmt: skip
     try:
         for name in systems:
             started[name] = starters[name]()
@@ -116,42 +122,63 @@ def _cycles(report: Report, ps: dict[str, peers.Peer], configs: list[tuple[int, 
                          f"RT {r.rt_per_cycle:.2f}")  # fmt: skip
 
 
-def _wire_plan(system: str, quick: bool, dsn: str) -> list[tuple[Workload, tuple[str, ...],
-                                                                 tuple[int, ...], int, bool]]:  # fmt: skip
-    """(workload, modes, clients, seconds, repeated): SELECT 1 carries the round-trip
-    targets, so it runs longest, at 1/16/64 clients and every repetition; the other
-    statements run once per configuration, for 3 s (a 1.75 s steady window)."""
-    select1 = Workload(system, "SELECT 1", "SELECT 1", "SELECT 1")
+def _select1_plan(quick: bool) -> tuple[tuple[str, ...], tuple[int, ...], int]:
+    """(modes, clients, seconds) of the ``SELECT 1`` round trip, which carries the
+    targets: every mode, 1/16/64 clients, the longest runs, every repetition."""
     if quick:
-        return [(select1, ("extended",), (1, 64), WIRE_QUICK_S, False)]
-    maker = cubequeue_workloads if system == "cubequeue" else postgres_workloads
-    rest = [w for w in maker(dsn) if w.name != "SELECT 1"]
-    return [(select1, MODES, SELECT1_CLIENTS, WIRE_SELECT1_S, True),
-            *[(w, MODES, CLIENTS, WIRE_STATEMENT_S, False) for w in rest]]  # fmt: skip
+        return ("extended",), (1, 64), WIRE_QUICK_S
+    return MODES, SELECT1_CLIENTS, WIRE_SELECT1_S
+
+
+def _record(report: Report, label: str, make: Callable[[], WireRun]) -> None:
+    run = _valid(lambda _attempt: make(), label, report.rejected)
+    if run is not None:
+        report.wire.setdefault((run.system, run.name, run.mode, run.clients), []).append(run)
+        _log(f"{label:60} {run.tps:8.0f}/s {run.us_per_statement:6.1f} µs/round trip")
+
+
+def _round_trips(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
+    """``SELECT 1`` against cubequeue, the floor and PostgreSQL, and Redis's ``PING``:
+    within each (mode, clients) the systems alternate run by run (the order reversed on
+    every other repetition), so drift on a shared machine hits all of them alike and each
+    ratio to the floor comes from neighbouring runs."""
+    systems = [s for s in ("cubequeue", "floor", "postgres") if s in ps]
+    ping = "redis" in ps and have_redis_benchmark()
+    if "redis" in ps and not ping:
+        report.rejected.append("Redis PING round trip not run: redis-benchmark is missing "
+                               "(Debian's redis-tools; make bench-deps)")  # fmt: skip
+    modes, clients, seconds = _select1_plan(quick)
+    reps = 1 if quick else report.reps
+    for c in clients:
+        for mode in modes:
+            for rep in range(reps):
+                for system in systems if rep % 2 == 0 else systems[::-1]:
+                    peer = ps[system]
+                    w = Workload(system, "SELECT 1", "SELECT 1", "SELECT 1")
+                    _record(report, f"pgbench {system} SELECT 1 -M {mode} -c {c} #{rep + 1}",
+                            partial(run_pgbench, peer, w, mode, c, seconds))  # fmt: skip
+        if ping:
+            for rep in range(reps):
+                _record(report, f"redis-benchmark PING -c {c} #{rep + 1}",
+                        partial(run_redis_ping, ps["redis"], c, seconds))  # fmt: skip
 
 
 def _wire(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
+    """The round trips, then (full runs) the other statements, once per configuration
+    for 3 s (a 1.75 s steady window)."""
+    _round_trips(report, ps, quick)
+    if quick:
+        return
     for system in ("cubequeue", "postgres"):
         if system not in ps:
             continue
         peer = ps[system]
-        for w, modes, clients, seconds, repeated in _wire_plan(system, quick, peer.dsn):
-            for mode in modes:
-                for c in clients:
-                    for rep in range(report.reps if repeated else 1):
-                        label = f"pgbench {peer.name} {w.name} -M {mode} -c {c} #{rep + 1}"
-
-                        def make(_attempt: int, p: peers.Peer = peer, w: Workload = w,
-                                 m: str = mode, c: int = c, s: int = seconds) -> WireRun:  # fmt: skip
-                            return run_pgbench(p, w, m, c, s)
-
-                        run = _valid(make, label, report.rejected)
-                        if run is not None:
-                            report.wire.setdefault((peer.name, w.name, mode, c), []).append(run)
-                    runs = report.wire.get((peer.name, w.name, mode, c), [])
-                    if runs:
-                        _log(f"pgbench {peer.name:9} {w.name:28} -M {mode:8} -c {c:2} "
-                             f"{runs[0].tps:8.0f} tps {runs[0].us_per_statement:6.1f} µs/stmt")  # fmt: skip
+        maker = cubequeue_workloads if system == "cubequeue" else postgres_workloads
+        for w in [w for w in maker(peer.dsn) if w.name != "SELECT 1"]:
+            for mode in MODES:
+                for c in CLIENTS:
+                    _record(report, f"pgbench {peer.name} {w.name} -M {mode} -c {c}",
+                            partial(run_pgbench, peer, w, mode, c, WIRE_STATEMENT_S))
 
 
 def _queryqueue(report: Report, ps: dict[str, peers.Peer], quick: bool) -> None:
@@ -236,16 +263,16 @@ def main(argv: list[str] | None = None) -> int:
     systems = tuple(s for s, ok in (("cubequeue", True), ("postgres", peers.have_postgres()),
                                     ("redis", peers.have_redis())) if ok)  # fmt: skip
     reps = args.reps or 3
-    _log(f"starting {', '.join(systems)}")
-    ps = _start_all(systems)
+    _log(f"starting {', '.join(systems)} and the floor server")
+    ps = _start_all((*systems, "floor"))
     try:
         versions = {f"{p.name} version": p.version for p in ps.values()}
         report = Report(dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), args.quick,
                         reps, systems, machine_info(versions))  # fmt: skip
         import asyncio
 
-        for p in ps.values():
-            asyncio.run(setup(_target(p)))
+        for system in systems:  # the floor answers SELECT 1 only: no queue to set up
+            asyncio.run(setup(_target(ps[system])))
         configs = [(8, 2), (1, 2)] if args.quick else [(c, k) for c in (1, 8, 64) for k in (2, 64)]
         _cycles(report, ps, configs)
         _queryqueue(report, ps, args.quick)
