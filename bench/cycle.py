@@ -381,35 +381,16 @@ def _assemble(system: str, cfg: CycleConfig, wall: float, server_cpu: float,
     )  # fmt: skip
 
 
-def _start(system: str, tree: str | None = None) -> Any:
-    """A fresh peer; ``tree`` (cubequeue only) is a source tree to import the server from
-    (``TREE/cubequeue/{grammar,server,storage}``), for A/B pairs."""
-    import os
-
-    from bench import peers
-
-    if system != "cubequeue":
-        return {"redis": peers.start_redis, "postgres": peers.start_postgres}[system]()
-    old = os.environ.get("PYTHONPATH")
-    if tree is not None:
-        os.environ["PYTHONPATH"] = tree
-    try:
-        return peers.start_cubequeue()
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
-
-
 def main(argv: list[str] | None = None) -> None:
     """``python -m bench.cycle [-c 1 8] [--mode normal fast] [--systems cubequeue redis]
-    [--ab BASE]``: short cycle runs, the systems (or base and new trees) alternated per
-    repetition on fresh servers; prints server CPU µs per cycle, medians and ratios."""
+    [--ab BASE]``: short cycle runs, the systems alternated per repetition on fresh
+    servers; prints server CPU µs per cycle, medians and ratios. ``--ab BASE`` is
+    ``python -m bench.ab BASE`` with these cycle options and no round-trip runs."""
     import argparse
     import asyncio
     import statistics
 
+    from bench import peers
     from bench.adapters import setup
 
     ap = argparse.ArgumentParser(prog="python -m bench.cycle")
@@ -419,9 +400,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--systems", nargs="+", default=["cubequeue", "redis"])
     ap.add_argument("--queries", type=int, default=400)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--ab", metavar="BASE", help="cubequeue from BASE against the current tree")
+    ap.add_argument("--ab", metavar="BASE", help="bench.ab: BASE against the installed tree")
     args = ap.parse_args(argv)
-    sides = ["base", "new"] if args.ab else list(args.systems)
+    if args.ab:
+        from bench import ab
+
+        ab.main([args.ab, "--reps", str(args.reps), "--concurrency", str(args.concurrency),
+                 "--queries", str(args.queries), "-c", *map(str, args.clients),
+                 "--mode", *args.mode, "--wire-modes"])  # fmt: skip
+        return
+    starters = {"cubequeue": peers.start_cubequeue, "redis": peers.start_redis,
+                "postgres": peers.start_postgres}  # fmt: skip
+    sides = list(args.systems)
     for clients in args.clients:
         for mode in args.mode:
             cfg = CycleConfig(clients, args.concurrency, mode == "fast", args.queries)
@@ -429,10 +419,9 @@ def main(argv: list[str] | None = None) -> None:
             for rep in range(args.reps):
                 order = sides if rep % 2 == 0 else sides[::-1]
                 for side in order:
-                    system = "cubequeue" if args.ab else side
-                    peer = _start(system, args.ab if side == "base" else None)
+                    peer = starters[side]()
                     try:
-                        target = Target(system, "127.0.0.1", peer.port, peer.dsn)
+                        target = Target(side, "127.0.0.1", peer.port, peer.dsn)
                         asyncio.run(setup(target))
                         run = run_cycle(target, peer.pid, cfg, f"cli{rep}{side}")
                     finally:
