@@ -56,7 +56,7 @@ _log = logging.getLogger("cubequeue.store.postgres")
 #: how long a statement may wait for a pooled connection (all busy) before 57P03
 ACQUIRE_TIMEOUT_S = 10.0
 _ATTEMPTS = 3
-#: raised by asyncpg's checks *before* it writes a statement: it was never sent
+#: raised by asyncpg's checks *before* it writes a statement (see _never_sent)
 _NOT_SENT = (asyncpg.InterfaceError, asyncpg.InternalClientError)
 #: raised once a statement was written and its connection closed: sent, no answer
 _LOST = (asyncpg.PostgresConnectionError, OSError)
@@ -100,6 +100,7 @@ class Database:
             self.dsn, min_size=0, max_size=self._max,
             statement_cache_size=self._statement_cache_size,
             command_timeout=self.url.budgets.call_timeout, connect=self._connect,
+            reset=_keep,
         )  # fmt: skip
         try:
             async with pool.acquire(timeout=self._acquire_timeout):
@@ -156,9 +157,14 @@ class Database:
             except (asyncpg.DataError, UnicodeEncodeError, OverflowError) as exc:
                 raise InvalidParameterValue(f"{command}: a value cannot be stored: {exc}") from exc
             except _NOT_SENT as exc:
-                # asyncpg refused before writing: a connection the pool thought idle is
-                # closed, or its protocol was broken by a FATAL that reached it while idle
                 _terminate(conn)
+                if not _never_sent(exc):
+                    raise self._in_doubt(command, conn, exc) from exc
+                # asyncpg refused before writing: a connection the pool thought idle is
+                # closed, or a FATAL that reached it while idle broke its protocol. Nothing
+                # ran, so the statement is safe to run on another connection
+                if attempt < _ATTEMPTS - 1:
+                    continue
                 raise self._unreachable(exc) from exc
             except (TimeoutError, *_LOST) as exc:
                 # sent, and the connection closed (08003 and its kin) or the call timed out
@@ -174,11 +180,11 @@ class Database:
                     self._expire()  # a standby (25006), a shutdown: look for the primary
                 raise error from exc
             finally:
-                del calls[conn]
+                sent = calls.pop(conn)
                 self._abandoned.discard(conn)
-                await _release(pool, conn)
-            if not self.available:
-                self.reached()
+                await _release(pool, conn, self.url.budgets.silence_timeout)
+            if not self.available and sent > (self._down_at or 0.0):
+                self.reached()  # not an answer to a call sent before the outage began
             return rows
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -278,8 +284,24 @@ class Database:
                           reachable=self.available, errors=dict(self.errors))
 
 
-async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
-    """Give ``conn`` back; a failure here never changes the statement's answer.
+def _never_sent(exc: BaseException) -> bool:
+    """asyncpg's checks that run before anything is written (``_check_state``,
+    ``_ensure_connected``, ``_set_state``); any other client error is taken as in doubt."""
+    return str(exc).startswith(("cannot perform operation", "cannot switch to state",
+                                "not connected"))
+
+
+async def _keep(conn: asyncpg.Connection) -> None:
+    """The pool's reset: nothing to undo. A pooled connection keeps no session state
+    (every call is one ``select cq_…()`` in its own transaction; LISTEN and the session
+    lock live on the session's own connection), so asyncpg's default reset query, one
+    more round trip per statement, is skipped; asyncpg still rolls back an open
+    transaction itself."""
+
+
+async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection, timeout: float) -> None:
+    """Give ``conn`` back (within ``timeout``: a server that stopped answering must not
+    hold a finished statement's answer); a failure here never changes that answer.
 
     The statement's outcome is settled before the release (its rows arrived, or its error
     did). A release that fails (the reset query on a connection the server has just
@@ -287,7 +309,7 @@ async def _release(pool: asyncpg.Pool, conn: asyncpg.Connection) -> None:
     terminates it and opens another on a later acquire, so it is never handed out busy.
     """
     try:
-        await pool.release(conn)
+        await pool.release(conn, timeout=timeout)
     except Exception as exc:
         _log.debug("a broken queue database connection was dropped: %s", _describe(exc))
         _terminate(conn)

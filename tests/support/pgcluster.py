@@ -124,7 +124,8 @@ class Cluster:
             time.sleep(0.05)
         raise RuntimeError(f"postgres did not become ready:\n{self.log}")
 
-    def start_standby(self, *, synchronous: bool = True, name: str = "standby1") -> Cluster:
+    def start_standby(self, *, synchronous: bool = True, name: str = "standby1",
+                      port: int | None = None) -> Cluster:
         """A streaming standby of this cluster; ``synchronous`` makes every commit wait for
         it (``synchronous_standby_names``), so an acknowledged write survives a promote."""
         data = self.workdir / f"data-{name}"
@@ -139,7 +140,7 @@ class Cluster:
         )  # fmt: skip
         if base.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed: {base.stderr}")
-        standby = Cluster(self.bin, self.workdir, data, free_port(), owns_workdir=False)
+        standby = Cluster(self.bin, self.workdir, data, port or free_port(), owns_workdir=False)
         standby._start()
         self.standbys.append(standby)
         if synchronous:

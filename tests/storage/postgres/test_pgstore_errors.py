@@ -111,11 +111,17 @@ def test_a_call_timeout_is_in_doubt_counted_as_timeout() -> None:
     asyncpg.InternalClientError("cannot switch to state 11; another operation (2) is in progress"),
 ])
 def test_refused_before_sending_is_57p03_retry(error: BaseException) -> None:
+    """Never sent: run again on another connection; when none works either, 57P03."""
     db, answer = _run(error, "CACHE SET")
     assert type(answer) is StoreUnavailable
     assert answer.sqlstate == "57P03"
     assert answer.hint == "the store reconnects by itself; retry the statement"
     assert db.health().errors == {"unreachable": 1}
+
+
+def test_another_client_error_is_in_doubt() -> None:
+    _, answer = _run(asyncpg.InternalClientError("unexpected message after the reply"))
+    assert isinstance(answer, StatementInDoubt)
 
 
 def test_a_standby_answer_is_57p03_and_the_pool_looks_for_the_primary() -> None:
