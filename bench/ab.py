@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     new_name = args.new or "installed tree"
     with prepared_tree(args.base) as base, prepared_tree(args.new) as new:
         measures = run_ab(base, new, args.reps, cycles, wires, args.seconds, not args.no_floor)
-    _log(f"\nA/B over real sockets, {args.reps} alternated repetitions; median (min–max) "
+    reps = f"{args.reps} alternated repetition{'s' if args.reps != 1 else ''}"
+    _log(f"\nA/B over real sockets, {reps}; median (min–max) "
          "of server CPU; ratios: of the medians (min–max of same-repetition ratios)\n")  # fmt: skip
     for line in summary(measures, args.base, new_name):
         _log(line)

@@ -29,9 +29,11 @@ the prefix's whole active-key list, which grows during the run).
 For A/B pairs on a shared machine, ``python -m bench.wire inproc [simple extended
 prepared]`` feeds one pgbench transaction's bytes at a time to the real listener
 protocol in-process (session, executor, metrics, logging; answers to a sink) and reports
-CPU µs per transaction, and ``python -m bench.wire pgbench MODE -c N`` runs the
-steady-state pgbench ``SELECT 1`` against a fresh server. Alternate base and new trees
-(``PYTHONPATH`` pointing at a copy of the base) and compare medians.
+CPU µs per transaction (where time goes; it proves nothing on its own), and ``python -m
+bench.wire pgbench MODE -c N`` runs the steady-state pgbench ``SELECT 1`` against a fresh
+server. ``python -m bench.ab BASE`` is the A/B over real sockets: base and new trees
+alternated on fresh servers, round trips and Cube cycles, against the floor server
+(bench/floor.py), with ranges.
 """
 
 from __future__ import annotations
@@ -347,7 +349,7 @@ def inproc_us(mode: str, n: int = 20_000, sql: str = INPROC_SQL, *,
     from cubequeue.server.options import load_config
     from cubequeue.server.pgwire import messages as m
     from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
-    from cubequeue.server.pgwire.listener import PgProtocol
+    from cubequeue.server.pgwire.connection import PgProtocol
 
     async def run() -> float:
         ctx = build_context(load_config(["--auth", "trust"], {}))
@@ -412,7 +414,7 @@ class _CycleConn:
     def __init__(self, ctx: object, port: int) -> None:
         from cubequeue.server.pgwire import messages as m
         from cubequeue.server.pgwire.client import encode_frontend
-        from cubequeue.server.pgwire.listener import PgProtocol
+        from cubequeue.server.pgwire.connection import PgProtocol
 
         self.proto = PgProtocol(ctx, None)  # type: ignore[arg-type]  # a ServerContext
         self.sink = _SinkTransport(port)
