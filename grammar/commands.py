@@ -11,6 +11,13 @@ A queue key (``QKEY`` of §1.3) is ``int`` for a numeric id and ``str`` for a pa
 Every command declares its result schema up front (:meth:`Command.result_columns`), so
 the PostgreSQL Describe message can answer without running anything. ``tag`` is the
 CommandComplete tag stem (``QUEUE ADD`` → ``QUEUE ADD 1``).
+
+Each class also carries what every store would otherwise list again: ``step``, the name
+of the method that runs it in each store (each store builds its table from these names
+once, at construction: ``storage/steps.py``), and whether it is a client's write
+(``mutating``) that may grow the stored state (``grows``), which the durable store reads
+to refuse writes while its log is stopped or its disk is over the cap. :data:`COMMANDS`
+is the one list of them.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import ClassVar, Literal
 from cubequeue.grammar.results import Column, ColumnType, columns, id_column
 
 __all__ = [
+    "COMMANDS",
     "CacheGet",
     "CacheIncr",
     "CacheKeys",
@@ -80,6 +88,14 @@ class Param:
 class Command:
     tag: ClassVar[str] = ""
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = ()
+    #: the method that runs it, by name, in every store (``queue_add``)
+    step: ClassVar[str] = ""
+    #: a client's write: refused while a durable log is stopped (QUEUE RESULT, which may
+    #: consume a result, counts as a read; SYS CACHESTORE's actions are maintenance)
+    mutating: ClassVar[bool] = False
+    #: may make the stored state larger: refused above ``--max-disk-bytes`` (ACK, CANCEL,
+    #: RESULT and REMOVE keep working); always ``mutating`` too
+    grows: ClassVar[bool] = False
 
     def result_columns(self) -> tuple[Column, ...]:
         return self.RESULT_COLUMNS
@@ -98,6 +114,9 @@ _NAME_VALUE = columns(("name", S), ("value", S), ("description", S))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueAdd(Command):
     tag: ClassVar[str] = "QUEUE ADD"
+    step: ClassVar[str] = "queue_add"
+    mutating: ClassVar[bool] = True
+    grows: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _ADD_COLUMNS
     path: str | Param
     payload: str | Param
@@ -110,6 +129,9 @@ class QueueAdd(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueAddAndRetrieve(Command):
     tag: ClassVar[str] = "QUEUE ADD_AND_RETRIEVE"
+    step: ClassVar[str] = "queue_add_and_retrieve"
+    mutating: ClassVar[bool] = True
+    grows: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _ADD_COLUMNS + columns(
         ("active", S), ("payload", S), ("extra", S)
     )
@@ -125,6 +147,8 @@ class QueueAddAndRetrieve(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueRetrieve(Command):
     tag: ClassVar[str] = "QUEUE RETRIEVE"
+    step: ClassVar[str] = "queue_retrieve"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(
         ("payload", S), ("extra", S), ("pending", I), ("active", S), _ID
     )
@@ -136,6 +160,8 @@ class QueueRetrieve(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueAck(Command):
     tag: ClassVar[str] = "QUEUE ACK"
+    step: ClassVar[str] = "queue_ack"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("success", B))
     key: Key | Param
     result: str | Param | None  # None: the keyword NULL, no result stored
@@ -144,6 +170,8 @@ class QueueAck(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueCancel(Command):
     tag: ClassVar[str] = "QUEUE CANCEL"
+    step: ClassVar[str] = "queue_cancel"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _PAYLOAD_EXTRA
     key: Key | Param
 
@@ -151,6 +179,7 @@ class QueueCancel(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueGet(Command):
     tag: ClassVar[str] = "QUEUE GET"
+    step: ClassVar[str] = "queue_get"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _PAYLOAD_EXTRA
     key: Key | Param
 
@@ -158,12 +187,17 @@ class QueueGet(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueHeartbeat(Command):
     tag: ClassVar[str] = "QUEUE HEARTBEAT"
+    step: ClassVar[str] = "queue_heartbeat"
+    mutating: ClassVar[bool] = True
     key: Key | Param
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueMergeExtra(Command):
     tag: ClassVar[str] = "QUEUE MERGE_EXTRA"
+    step: ClassVar[str] = "queue_merge_extra"
+    mutating: ClassVar[bool] = True
+    grows: ClassVar[bool] = True
     key: Key | Param
     json: str | Param
 
@@ -173,6 +207,7 @@ class QueueList(Command):
     """LIST (status None), PENDING or ACTIVE."""
 
     tag: ClassVar[str] = "QUEUE LIST"
+    step: ClassVar[str] = "queue_list"
     prefix: str | Param
     status: StatusFilter = None
     with_payload: bool = False
@@ -188,6 +223,7 @@ class QueueToCancel(Command):
     """TO_CANCEL (both timeouts), STALLED (heartbeat only) or ORPHANED (orphaned only)."""
 
     tag: ClassVar[str] = "QUEUE TO_CANCEL"
+    step: ClassVar[str] = "queue_to_cancel"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("id", S), _QUEUE_ID)
     prefix: str | Param
     heartbeat_timeout: int | Param | None = None  # ms
@@ -197,6 +233,7 @@ class QueueToCancel(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueResult(Command):
     tag: ClassVar[str] = "QUEUE RESULT"
+    step: ClassVar[str] = "queue_result"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _RESULT_COLUMNS
     key: Key | Param
     external_id: str | Param | None = None
@@ -205,6 +242,7 @@ class QueueResult(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueResultBlocking(Command):
     tag: ClassVar[str] = "QUEUE RESULT_BLOCKING"
+    step: ClassVar[str] = "queue_result_blocking"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = _RESULT_COLUMNS
     key: Key | Param
     timeout: int | Param  # ms
@@ -213,6 +251,8 @@ class QueueResultBlocking(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueTruncate(Command):
     tag: ClassVar[str] = "QUEUE TRUNCATE"
+    step: ClassVar[str] = "queue_truncate"
+    mutating: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +260,8 @@ class QueuePurge(Command):
     """cubequeue: ``QUEUE PURGE [PENDING | ACTIVE] <prefix>``."""
 
     tag: ClassVar[str] = "QUEUE PURGE"
+    step: ClassVar[str] = "queue_purge"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("removed", I))
     prefix: str | Param
     status: StatusFilter = None
@@ -228,6 +270,9 @@ class QueuePurge(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheSet(Command):
     tag: ClassVar[str] = "CACHE SET"
+    step: ClassVar[str] = "cache_set"
+    mutating: ClassVar[bool] = True
+    grows: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("success", B))
     key: str | Param
     value: str | Param
@@ -238,6 +283,7 @@ class CacheSet(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheGet(Command):
     tag: ClassVar[str] = "CACHE GET"
+    step: ClassVar[str] = "cache_get"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("value", S))
     key: str | Param
 
@@ -245,6 +291,7 @@ class CacheGet(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheKeys(Command):
     tag: ClassVar[str] = "CACHE KEYS"
+    step: ClassVar[str] = "cache_keys"
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("key", S))
     pattern: str | Param
 
@@ -252,17 +299,24 @@ class CacheKeys(Command):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheRemove(Command):
     tag: ClassVar[str] = "CACHE REMOVE"
+    step: ClassVar[str] = "cache_remove"
+    mutating: ClassVar[bool] = True
     key: str | Param
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheTruncate(Command):
     tag: ClassVar[str] = "CACHE TRUNCATE"
+    step: ClassVar[str] = "cache_truncate"
+    mutating: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheIncr(Command):
     tag: ClassVar[str] = "CACHE INCR"
+    step: ClassVar[str] = "cache_incr"
+    mutating: ClassVar[bool] = True
+    grows: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("value", S))
     key: str | Param
 
@@ -272,6 +326,8 @@ class CachePurge(Command):
     """cubequeue: ``CACHE PURGE <prefix>``, same prefix rule as CACHE KEYS."""
 
     tag: ClassVar[str] = "CACHE PURGE"
+    step: ClassVar[str] = "cache_purge"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(("removed", I))
     prefix: str | Param
 
@@ -284,6 +340,7 @@ CachestoreAction = Literal["healthcheck", "info", "compaction", "eviction", "per
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SysCachestore(Command):
     tag: ClassVar[str] = "SYS CACHESTORE"
+    step: ClassVar[str] = "sys_cachestore"
     action: CachestoreAction
 
     def result_columns(self) -> tuple[Column, ...]:
@@ -298,8 +355,38 @@ class SysClock(Command):
     """cubequeue: ``SYS CLOCK [ADVANCE <ms> | FREEZE | RESUME]`` (``--test-clock`` only)."""
 
     tag: ClassVar[str] = "SYS CLOCK"
+    step: ClassVar[str] = "sys_clock"
+    mutating: ClassVar[bool] = True
     RESULT_COLUMNS: ClassVar[tuple[Column, ...]] = columns(
         ("now", T), ("offset_ms", I), ("frozen", B)
     )
     action: ClockAction = "show"
     ms: int | Param | None = None
+
+
+#: every statement form, once (the stores build their step tables from it)
+COMMANDS: tuple[type[Command], ...] = (
+    QueueAdd,
+    QueueAddAndRetrieve,
+    QueueRetrieve,
+    QueueAck,
+    QueueCancel,
+    QueueGet,
+    QueueHeartbeat,
+    QueueMergeExtra,
+    QueueList,
+    QueueToCancel,
+    QueueResult,
+    QueueResultBlocking,
+    QueueTruncate,
+    QueuePurge,
+    CacheSet,
+    CacheGet,
+    CacheKeys,
+    CacheRemove,
+    CacheTruncate,
+    CacheIncr,
+    CachePurge,
+    SysCachestore,
+    SysClock,
+)

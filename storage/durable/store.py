@@ -20,29 +20,11 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from cubequeue.grammar.commands import (
-    CacheIncr,
-    CachePurge,
-    CacheRemove,
-    CacheSet,
-    CacheTruncate,
-    Command,
-    QueueAck,
-    QueueAdd,
-    QueueAddAndRetrieve,
-    QueueCancel,
-    QueueHeartbeat,
-    QueueMergeExtra,
-    QueuePurge,
-    QueueResultBlocking,
-    QueueRetrieve,
-    QueueTruncate,
-    SysCachestore,
-    SysClock,
-)
+from cubequeue.grammar.commands import Command, QueueResultBlocking, SysCachestore, SysClock
 from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.durable.errors import DiskFull, LogFailed
 from cubequeue.storage.durable.files import Files
 from cubequeue.storage.durable.lock import DirectoryLock
@@ -53,22 +35,17 @@ from cubequeue.storage.durable.snapshots import SnapshotInfo, disk_usage, prune,
 from cubequeue.storage.interface import BlockingOutcome, StepResult, Table
 from cubequeue.storage.record_kinds import CLOCK, ID_RESERVE
 from cubequeue.storage.stats import StoreStats
+from cubequeue.storage.steps import step_table
 from cubequeue.storage.store import Store
 
 __all__ = ["DurableSettings", "DurableStore"]
 
 _log = logging.getLogger("cubequeue.durable")
 _R = TypeVar("_R")
+_OwnStep = Callable[[Any, str | None], StepResult]
 
 #: ids reserved per ID_RESERVE record; renewed when half is used
 RESERVE_IDS = 10_000
-_GROWING: frozenset[type[Command]] = frozenset(
-    {QueueAdd, QueueAddAndRetrieve, CacheSet, CacheIncr, QueueMergeExtra})
-_MUTATING: frozenset[type[Command]] = _GROWING | frozenset(
-    {QueueRetrieve, QueueAck, QueueCancel, QueueHeartbeat, QueuePurge, QueueTruncate,
-     CacheRemove, CacheTruncate, CachePurge, SysClock})
-#: commands the durable store handles itself before or after the in-memory step
-_SPECIAL: frozenset[type[Command]] = frozenset({SysCachestore, SysClock})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +94,9 @@ class DurableStore:
         self._interval = loop.call_later(settings.snapshot_interval_s, self._on_interval)
         log.on_stopped = self.repair_soon
         self._reserve()
+        #: the commands the durable store runs its own way, before or after the in-memory
+        #: step: those it has a step for (``sys_cachestore``, ``sys_clock``)
+        self._own: dict[type[Command], _OwnStep] = step_table(self, every=False)
 
     # -- the seam -----------------------------------------------------------------------
 
@@ -138,31 +118,36 @@ class DurableStore:
         return more
 
     def execute(self, cmd: Command, process_id: str | None = None) -> StepResult:
-        kind = type(cmd)
-        if kind in _MUTATING:
+        if cmd.mutating:
             if self.log.failed is not None or self.settings.max_disk_bytes is not None:
-                self._admit(kind)
+                self._admit(cmd)
             if self._peek_id() >= self._renew_at:
                 self._reserve()
-        if kind in _SPECIAL:
-            return self._special(cmd, process_id)
+        own = self._own.get(type(cmd))
+        if own is not None:
+            return own(cmd, process_id)
         return self._reply(self.store.execute(cmd, process_id))
 
-    def _special(self, cmd: Command, process_id: str | None) -> StepResult:
-        """The commands the durable store adds to or journals its own way."""
-        kind = type(cmd)
-        action = getattr(cmd, "action", "")
-        if kind is SysCachestore and action == "persist":
+    def sys_cachestore(self, cmd: SysCachestore, process_id: str | None) -> StepResult:
+        """PERSIST writes a snapshot, WIPE an empty one too, INFO adds the log's figures;
+        the other actions are the in-memory store's."""
+        action = cmd.action
+        if action == "persist":
             return self._persist()
-        if kind is SysCachestore and action == "wipe":
+        if action == "wipe":
             return self.wipe()
         result = self.store.execute(cmd, process_id)
-        if kind is SysCachestore and action == "info":
+        if action == "info":
             assert isinstance(result, ResultSet), "INFO is one small frame"
             result = ResultSet(result.columns, [*result.rows, *self.info_rows()])
-        if kind is SysClock:
-            clock = self.store.clock
-            self._journal.append((CLOCK, clock(), getattr(clock, "offset_ms", 0)))
+        return self._reply(result)
+
+    def sys_clock(self, cmd: SysClock, process_id: str | None) -> StepResult:
+        """The in-memory store moves its clock; its new reading is journaled (CLOCK)."""
+        result = self.store.execute(cmd, process_id)
+        clock = self.store.clock
+        offset = clock.offset_ms if isinstance(clock, AdjustableClock) else 0
+        self._journal.append((CLOCK, clock(), offset))
         return self._reply(result)
 
     def _cache_next_id(self) -> int:
@@ -191,13 +176,13 @@ class DurableStore:
 
     # -- replies ------------------------------------------------------------------------
 
-    def _admit(self, kind: type[Command]) -> None:
+    def _admit(self, cmd: Command) -> None:
         cause = self.log.failed
         if cause is not None:
             raise LogFailed(f"durable log stopped: {cause}; mutating commands are refused "
                             "until a fresh snapshot and a new segment are written")
         limit = self.settings.max_disk_bytes
-        if limit is not None and kind in _GROWING and self.disk_bytes > limit:
+        if limit is not None and cmd.grows and self.disk_bytes > limit:
             raise DiskFull(f"disk use of {self.disk_bytes} bytes exceeds the limit of {limit} "
                            f"bytes (--max-disk-bytes={limit})")
 

@@ -21,38 +21,13 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from cubequeue.grammar.commands import (
-    CacheGet,
-    CacheIncr,
-    CacheKeys,
-    CachePurge,
-    CacheRemove,
-    CacheSet,
-    CacheTruncate,
     Command,
-    QueueAck,
-    QueueAdd,
-    QueueAddAndRetrieve,
-    QueueCancel,
-    QueueGet,
-    QueueHeartbeat,
-    QueueList,
-    QueueMergeExtra,
-    QueuePurge,
-    QueueResult,
     QueueResultBlocking,
-    QueueRetrieve,
-    QueueToCancel,
-    QueueTruncate,
     SysCachestore,
     SysClock,
 )
-from cubequeue.grammar.errors import (
-    FeatureNotSupported,
-    InsufficientPrivilege,
-    InternalError,
-    InvalidParameterValue,
-)
-from cubequeue.grammar.results import EMPTY, ResultSet
+from cubequeue.grammar.errors import FeatureNotSupported, InternalError
+from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage import bound_fields as bound
 from cubequeue.storage.capabilities import PoolHealth
 from cubequeue.storage.limits import Limits
@@ -64,12 +39,19 @@ from cubequeue.storage.postgres.session import Session
 from cubequeue.storage.postgres.tables import Tables
 from cubequeue.storage.postgres.waiters import AckEvent, Waiter, WaiterHub
 from cubequeue.storage.stats import StoreStats
+from cubequeue.storage.steps import step_table
+from cubequeue.storage.sys_steps import (
+    cachestore_action,
+    cachestore_actions,
+    cachestore_frame,
+    clock_frame,
+    clock_request,
+)
 
 __all__ = ["PostgresStore"]
 
 _log = logging.getLogger("cubequeue.store.postgres")
 
-_CLOCK_DISABLED = "clock control is disabled; start the server with --test-clock"
 _Handler = Callable[[Any, str | None], Coroutine[Any, Any, ResultSet]]
 
 
@@ -110,31 +92,10 @@ class PostgresStore:
         self._frozen: int | None = None
         self._skew = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        q, c = self._queue, self._cache
-        self._dispatch: dict[type[Command], _Handler] = {
-            QueueAdd: q.queue_add,
-            QueueAddAndRetrieve: q.queue_add_and_retrieve,
-            QueueRetrieve: q.queue_retrieve,
-            QueueAck: q.queue_ack,
-            QueueCancel: q.queue_cancel,
-            QueueGet: q.queue_get,
-            QueueHeartbeat: q.queue_heartbeat,
-            QueueMergeExtra: q.queue_merge_extra,
-            QueueList: q.queue_list,
-            QueueToCancel: q.queue_to_cancel,
-            QueueResult: q.queue_result,
-            QueueTruncate: q.queue_truncate,
-            QueuePurge: q.queue_purge,
-            CacheSet: c.cache_set,
-            CacheGet: c.cache_get,
-            CacheKeys: c.cache_keys,
-            CacheRemove: c.cache_remove,
-            CacheTruncate: c.cache_truncate,
-            CacheIncr: c.cache_incr,
-            CachePurge: c.cache_purge,
-            SysCachestore: self._sys_cachestore,
-            SysClock: self._sys_clock,
-        }
+        #: command class -> its step, found by the commands' step names (storage/steps.py)
+        self._dispatch: dict[type[Command], _Handler] = step_table(
+            self._queue, self._cache, self)
+        self._cachestore = cachestore_actions(self)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -187,8 +148,10 @@ class PostgresStore:
     async def _result_blocking(
         self, cmd: QueueResultBlocking, callback: Callable[[ResultSet], None]
     ) -> ResultSet | Waiter:
-        """The design's rule 6: listener up, register, look once (consuming by path), then
-        wait on events without holding a connection; the server owns the timeout."""
+        """RESULT_BLOCKING as docs/topology.md §3 tells it: listener up, register before
+        the one look (consuming by path), so an ACK after the look arrives as an event
+        (:mod:`.waiters`); then wait without holding a connection; the server owns the
+        timeout."""
         key = bound.key(cmd.key)
         timeout_ms = bound.num(cmd.timeout)
         # not longer than the statement's own deadline (none if 0); at once if the database is away
@@ -278,41 +241,43 @@ class PostgresStore:
 
     # -- SYS ----------------------------------------------------------------------------
 
-    async def _sys_cachestore(self, cmd: SysCachestore, process_id: str | None) -> ResultSet:
-        action = cmd.action
-        if action in ("healthcheck", "persist"):
-            await self.db.fetch(cmd.tag, "select 1")
-            return EMPTY
-        if action == "wipe":  # QUEUE TRUNCATE plus CACHE TRUNCATE, one transaction
-            await self.db.fetch(cmd.tag, "select cq_wipe()")
-            return EMPTY
-        if action == "compaction":
-            await self.session.housekeep()
-            return EMPTY
-        if action == "eviction":
-            await self.db.fetch(cmd.tag, "select cq_cache_evict($1, $2)",
-                                self.limits.cache_max_keys, self.limits.cache_max_bytes)
-            return ResultSet(cmd.result_columns(), await self._tables.eviction_rows())
-        if action == "info":
-            return ResultSet(cmd.result_columns(), await self._tables.info_rows())
-        raise InternalError(f"unknown SYS CACHESTORE action {action!r}")
+    async def sys_cachestore(self, cmd: SysCachestore, process_id: str | None) -> ResultSet:
+        """§5.1: the action's ``cachestore_<action>`` method (storage/sys_steps.py)."""
+        return cachestore_frame(cmd, await cachestore_action(self._cachestore, cmd)())
 
-    async def _sys_clock(self, cmd: SysClock, process_id: str | None) -> ResultSet:
+    async def cachestore_healthcheck(self) -> list[Row]:
+        await self.db.fetch(SysCachestore.tag, "select 1")
+        return []
+
+    async def cachestore_persist(self) -> list[Row]:
+        """The database has every step once it answered: PERSIST checks it is there."""
+        return await self.cachestore_healthcheck()
+
+    async def cachestore_wipe(self) -> list[Row]:
+        """QUEUE TRUNCATE plus CACHE TRUNCATE, one transaction."""
+        await self.db.fetch(SysCachestore.tag, "select cq_wipe()")
+        return []
+
+    async def cachestore_compaction(self) -> list[Row]:
+        await self.session.housekeep()
+        return []
+
+    async def cachestore_eviction(self) -> list[Row]:
+        await self.db.fetch(SysCachestore.tag, "select cq_cache_evict($1, $2)",
+                            self.limits.cache_max_keys, self.limits.cache_max_bytes)
+        return await self._tables.eviction_rows()
+
+    async def cachestore_info(self) -> list[Row]:
+        return await self._tables.info_rows()
+
+    async def sys_clock(self, cmd: SysClock, process_id: str | None) -> ResultSet:
         """The test clock, shared by every front end (kept in cq_clock)."""
-        if not self.limits.clock_control:
-            raise InsufficientPrivilege(_CLOCK_DISABLED)
-        ms = None
-        if cmd.action == "advance":
-            ms = bound.opt_num(cmd.ms)
-            if ms is None or ms < 0:
-                raise InvalidParameterValue(
-                    f"SYS CLOCK ADVANCE needs a non-negative number of milliseconds, actual: {ms}"
-                )
+        ms = clock_request(cmd, self.limits)
         now, offset, frozen = await self.db.fetchrow(
             cmd.tag, "select * from cq_clock($1, $2)", cmd.action, ms
         )
         self._set_clock(now, frozen)
-        return ResultSet(cmd.RESULT_COLUMNS, [(now, offset, frozen)])
+        return clock_frame(now, offset, frozen)
 
     async def refresh_clock(self) -> None:
         now, _, frozen = await self.db.fetchrow("SYS CLOCK", "select * from cq_clock('show', null)")
