@@ -1,7 +1,8 @@
 """The system tables, SYS CACHESTORE INFO/EVICTION rows and store stats, read with SQL.
 
-Same columns, types and order as the in-memory store (storage/system_tables.py,
-storage/sysinfo.py, storage/cache.py); every row is live at the database's ``cq_now()``.
+Same columns, types and order as the in-memory store (storage/queue_tables.py,
+storage/cachestore_info.py, storage/cache.py; the columns are storage/system_schemas.py's);
+every row is live at the database's ``cq_now()``.
 Sorting by prefix uses the "C" collation, which is the code-point order Python sorts in.
 """
 

@@ -1,9 +1,10 @@
 """RESULT_BLOCKING waiters of one front end, matched against ACK events from any front end.
 
-A waiter is registered under an id or a path *before* its first look at the results (the
-design's rule 6b), so an ACK that commits after that look is seen as an event: a NOTIFY
-``<id> <flags> <path>`` or, when notifications were lost, an ack marker whose sequence
-number is above the waiter's ``watermark`` (read in the look, under the prefix lock).
+A waiter is registered under an id or a path *before* its first look at the results
+(docs/topology.md §3, RESULT_BLOCKING), so an ACK that commits after that look is seen as
+an event: a NOTIFY ``<id> <flags> <path>`` or, when notifications were lost, an ack
+marker whose sequence number is above the waiter's ``watermark`` (read in the look, under
+the prefix lock).
 Events that arrive while the look is still running are held back (``deferred``) and
 dropped if the look found the row, so one ACK never answers a waiter twice.
 """
