@@ -133,6 +133,9 @@ class FloorProtocol(asyncio.Protocol):
         buf = self.buffer + data if self.buffer else data
         if not self.started:
             buf = self._startup(buf)
+            if not self.started:  # a start-up message still arriving, or declined
+                self.buffer = buf
+                return
         out: list[bytes] = []
         at, end = 0, len(buf)
         while end - at >= 5:

@@ -101,3 +101,28 @@ def test_report_shows_the_round_trip_as_a_ratio_to_the_floor(floor: peers.Peer,
     row = next(ln for ln in text.splitlines() if ln.startswith("| 1 | extended |"))
     assert "×" in row and ("MET" in row or "MISSED" in row)
     print("\n".join(lines))
+
+
+def test_floor_reads_messages_split_across_reads(floor: peers.Peer) -> None:
+    """A start-up message and a query that arrive a few bytes at a time are answered once
+    whole (and not read as tagged messages before the start-up is complete)."""
+    import socket
+    import struct
+    import time
+
+    startup = b"\x00\x03\x00\x00user\x00cube\x00database\x00cube\x00\x00"
+    query = b"Q" + struct.pack("!I", 13) + b"SELECT 1\x00"
+    with socket.create_connection(("127.0.0.1", floor.port), 10) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for data in (struct.pack("!I", len(startup) + 4) + startup, query):
+            for i in range(0, len(data), 3):
+                s.sendall(data[i : i + 3])
+                time.sleep(0.01)
+        s.sendall(b"X\x00\x00\x00\x04")
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"R\x00\x00\x00\x08\x00\x00\x00\x00")
+    assert answer.count(b"Z\x00\x00\x00\x05I") == 2  # after the start-up and the query
+    assert b"D\x00\x00\x00\x0b\x00\x01\x00\x00\x00\x011" in answer  # the row, in text
+    assert b"E\x00" not in answer
