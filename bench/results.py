@@ -427,6 +427,9 @@ def write_results(report: Report, path: Path) -> None:
         "scripts via EVALSHA over a pending zset (score −priority·10¹³ + id), an active zset "
         "(heartbeats), an item hash and a dedup hash; claim = one script (ZCARD active + "
         "ZPOPMIN pending); ACK RPUSHes the result per waiter, the client BLPOPs it.",
+        "- **The floor** (bench/floor.py, `python -m bench.floor`): a bare uvloop "
+        "PostgreSQL-wire server answering `SELECT 1` with reply bytes built once per message "
+        "type; it runs the round trips only (see \"Round trip against the floor\").",
         "- Load: each configuration's clients are spread over min(C, 2) processes (uvloop), "
         "each with a debounced reconciler and min(concurrency, 8) worker connections; "
         "every connection is opened, prepared and warmed up before the window. Server CPU "
