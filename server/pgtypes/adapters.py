@@ -30,14 +30,17 @@ from cubequeue.grammar.errors import (
 from cubequeue.grammar.lexical import MAX_INT_DIGITS
 from cubequeue.grammar.results import Value
 from cubequeue.server.errors import ProtocolViolation
+from cubequeue.server.pgtypes import interval, numeric
 from cubequeue.server.pgtypes.oids import (
     BOOL,
     FLOAT8,
     INT2,
     INT4,
     INT8,
+    INTERVAL,
     JSON,
     JSONB,
+    NUMERIC,
     TEXT,
     TIMESTAMPTZ,
     TYPE_NAMES,
@@ -161,6 +164,8 @@ _DUMPERS: Final[dict[tuple[int, int], Dumper]] = {
     (FLOAT8, 0): _float_text_out, (FLOAT8, 1): _float_bin_out,
     (TIMESTAMPTZ, 0): _timestamp_text_out, (TIMESTAMPTZ, 1): _timestamp_bin_out,
     (VOID, 0): _void_out, (VOID, 1): _void_out,
+    (INTERVAL, 0): interval.dump_text, (INTERVAL, 1): interval.dump_binary,
+    (NUMERIC, 0): numeric.dump_text, (NUMERIC, 1): numeric.dump_binary,
 }  # fmt: skip
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "INTERVAL",
     "JSON",
     "JSONB",
+    "NUMERIC",
     "TEXT",
     "TIMESTAMPTZ",
     "TYPE_NAMES",
@@ -46,6 +47,7 @@ UNKNOWN: Final = 705  # "unknown": a literal whose type was not yet resolved
 VARCHAR: Final = 1043
 TIMESTAMPTZ: Final = 1184
 INTERVAL: Final = 1186
+NUMERIC: Final = 1700
 VOID: Final = 2278
 JSONB: Final = 3802
 
@@ -55,7 +57,7 @@ INTEGER_OIDS: Final = frozenset({INT2, INT4, INT8})
 #: ``typlen`` for RowDescription (-1: variable length, -2: a C string)
 TYPE_SIZES: Final = {
     TEXT: -1, VARCHAR: -1, INT2: 2, INT4: 4, INT8: 8, BOOL: 1, FLOAT8: 8,
-    JSON: -1, JSONB: -1, TIMESTAMPTZ: 8, INTERVAL: 16, VOID: 4, UNKNOWN: -2,
+    JSON: -1, JSONB: -1, TIMESTAMPTZ: 8, INTERVAL: 16, VOID: 4, UNKNOWN: -2, NUMERIC: -1,
 }  # fmt: skip
 
 #: PostgreSQL's name of each type, as its error messages spell it (``format_type``)
@@ -63,7 +65,7 @@ TYPE_NAMES: Final = {
     TEXT: "text", VARCHAR: "character varying", INT2: "smallint", INT4: "integer",
     INT8: "bigint", BOOL: "boolean", FLOAT8: "double precision", JSON: "json",
     JSONB: "jsonb", TIMESTAMPTZ: "timestamp with time zone", INTERVAL: "interval",
-    VOID: "void", UNKNOWN: "unknown",
+    VOID: "void", UNKNOWN: "unknown", NUMERIC: "numeric",
 }  # fmt: skip
 
 #: the store's column types on the PostgreSQL wire (``docs/dialect.md`` §8 rule 6)

@@ -67,7 +67,8 @@ def _result_type(kind: str, arg: SqlType) -> SqlType:
         return T.INT8
     if kind == "sum" and arg.is_int:
         return T.INT8
-    if kind in ("min", "max") and arg in (T.INT4, T.INT8, T.TEXT, T.TIMESTAMPTZ, T.INTERVAL):
+    if kind in ("min", "max") and arg in (T.INT4, T.INT8, T.TEXT, T.TIMESTAMPTZ, T.INTERVAL,
+                                          T.NUMERIC):
         return arg
     raise UndefinedFunction(
         f"function {kind}({arg.pg_name}) does not exist",

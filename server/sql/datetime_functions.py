@@ -20,10 +20,9 @@ clock reading comes from :class:`.expressions.Ctx` ``now_ms``, the store's clock
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime
 from typing import Final
 
 from sqlglot import exp
@@ -33,6 +32,7 @@ from cubequeue.grammar.results import Row, Value
 
 from .errors import UndefinedFunction
 from .expressions import Compiled, Ctx, Scope, coerce, compile_expr
+from .intervals import add_months, shift
 from .sqltypes import SqlType, cast_value, check_int, parse_interval
 
 __all__ = ["ANONYMOUS", "NODE_NAMES", "add_months", "compile_typed", "parse_calendar_interval"]
@@ -69,20 +69,6 @@ def parse_calendar_interval(text: str) -> tuple[int, int]:
     if text[pos:].strip() or (not rest and pos == 0):
         return 0, parse_interval(text)  # '00:05:00', '90': or its 22007 error
     return months, parse_interval(" ".join(rest)) if rest else 0
-
-
-def add_months(ms: int, months: int, tz: tzinfo) -> int:
-    """``ms`` moved by whole months on the calendar of ``tz``; the day is clamped to the
-    month's last (PostgreSQL: ``'2024-01-31' + interval '1 month'`` is ``2024-02-29``)."""
-    if not months:
-        return ms
-    local = (_EPOCH + timedelta(milliseconds=ms)).astimezone(tz)
-    year, month0 = divmod(local.month - 1 + months, 12)
-    year += local.year
-    day = min(local.day, calendar.monthrange(year, month0 + 1)[1])
-    moved = local.replace(year=year, month=month0 + 1, day=day)
-    delta = moved - _EPOCH
-    return delta.days * 86_400_000 + delta.seconds * MS_PER_S + delta.microseconds // 1000
 
 
 def _timestamp_operand(c: Compiled, scope: Scope, what: str) -> Compiled:
@@ -187,7 +173,8 @@ def _date_shift(node: exp.DateAdd | exp.DateSub, scope: Scope) -> Compiled:
 
     def run_expr(row: Row, ctx: Ctx) -> Value:
         x, y = a(row, ctx), b(row, ctx)
-        return None if x is None or y is None else int(x) + sign * int(y)
+        # y, not int(y): an Interval keeps its calendar months and days
+        return None if x is None or y is None else shift(int(x), y, ctx.tz, sign)
 
     return Compiled(run_expr, T.TIMESTAMPTZ, name, const=ts.const and interval.const)
 

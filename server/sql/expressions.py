@@ -43,6 +43,7 @@ from .errors import (
     UndefinedFunction,
     UndefinedTable,
 )
+from .intervals import Interval, shift, since
 from .sqltypes import SqlType, cast_value, check_int
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ def cast(c: Compiled, target: SqlType) -> Compiled:
 
 
 def _unify(a: Compiled, b: Compiled, op: str, scope: Scope) -> tuple[Compiled, Compiled]:
-    if a.type is b.type or (a.type.is_int and b.type.is_int):
+    if a.type is b.type or (a.type.is_number and b.type.is_number):
         return a, b
     if a.type is T.UNKNOWN and b.type is T.TEXT:
         return coerce(a, T.TEXT, scope), b
@@ -359,28 +360,62 @@ def arithmetic(node: exp.Expr, a: Compiled, b: Compiled, scope: Scope) -> Compil
         b = coerce(b, T.INTERVAL, scope)
     if b.type is T.TIMESTAMPTZ and a.type is T.UNKNOWN and op_text == "+":
         a = coerce(a, T.INTERVAL, scope)
+    if op_text == "*" and T.INTERVAL in (a.type, b.type):  # interval * 3
+        a = coerce(a, T.INT8, scope) if a.type is T.UNKNOWN else a
+        b = coerce(b, T.INT8, scope) if b.type is T.UNKNOWN else b
     if a.type is T.UNKNOWN and b.type is not T.UNKNOWN:
         a = coerce(a, b.type, scope)
     if b.type is T.UNKNOWN and a.type is not T.UNKNOWN:
         b = coerce(b, a.type, scope)
     pair = (a.type, b.type)
-    if a.type.is_int and b.type.is_int:
-        result = T.INT4 if pair == (T.INT4, T.INT4) else T.INT8
-    elif (op_text == "+" and pair in ((T.TIMESTAMPTZ, T.INTERVAL), (T.INTERVAL, T.TIMESTAMPTZ))) or (op_text == "-" and pair == (T.TIMESTAMPTZ, T.INTERVAL)):
-        result = T.TIMESTAMPTZ
-    elif (op_text == "-" and pair == (T.TIMESTAMPTZ, T.TIMESTAMPTZ)) or (op_text in "+-" and pair == (T.INTERVAL, T.INTERVAL)):
-        result = T.INTERVAL
-    else:
-        raise UndefinedFunction(
-            f"operator does not exist: {a.type.pg_name} {op_text} {b.type.pg_name}",
-            hint=_HINT_CAST,
-        )
+    if not (a.type.is_int and b.type.is_int):
+        temporal = _TEMPORAL.get((op_text, pair[0], pair[1]))
+        if temporal is None:
+            raise UndefinedFunction(
+                f"operator does not exist: {a.type.pg_name} {op_text} {b.type.pg_name}",
+                hint=_HINT_CAST,
+            )
+        result, run = temporal
+        return Compiled(_temporal(run, a.fn, b.fn), result, const=const)
+    result = T.INT4 if pair == (T.INT4, T.INT4) else T.INT8
     fn = _null_safe(op, a.fn, b.fn)
-    if result.is_int:
-        inner = fn
+    inner = fn
 
-        def fn(row: Row, ctx: Ctx) -> Value:
-            v = inner(row, ctx)
-            return None if v is None else check_int(int(v), result)
+    def checked(row: Row, ctx: Ctx) -> Value:
+        v = inner(row, ctx)
+        return None if v is None else check_int(int(v), result)
 
-    return Compiled(fn, result, const=const)
+    return Compiled(checked, result, const=const)
+
+
+_Temporal = Callable[[Any, Any, tzinfo], int]
+
+
+def _temporal(run: _Temporal, a: Eval, b: Eval) -> Eval:
+    def evaluate(row: Row, ctx: Ctx) -> Value:
+        x = a(row, ctx)
+        if x is None:
+            return None
+        y = b(row, ctx)
+        # not int(): an Interval is an int that keeps its months and days
+        return None if y is None else run(x, y, ctx.tz)
+
+    return evaluate
+
+
+#: (operator, left, right) → (result, evaluation) of timestamp and interval arithmetic,
+#: as PostgreSQL's operators (:mod:`.intervals`)
+_TEMPORAL: dict[tuple[str, SqlType, SqlType], tuple[SqlType, _Temporal]] = {
+    ("+", T.TIMESTAMPTZ, T.INTERVAL): (T.TIMESTAMPTZ, lambda ts, iv, tz: shift(ts, iv, tz)),
+    ("+", T.INTERVAL, T.TIMESTAMPTZ): (T.TIMESTAMPTZ, lambda iv, ts, tz: shift(ts, iv, tz)),
+    ("-", T.TIMESTAMPTZ, T.INTERVAL): (T.TIMESTAMPTZ, lambda ts, iv, tz: shift(ts, iv, tz, -1)),
+    ("-", T.TIMESTAMPTZ, T.TIMESTAMPTZ): (T.INTERVAL, lambda x, y, tz: since(x, y)),
+    ("+", T.INTERVAL, T.INTERVAL): (T.INTERVAL,
+                                    lambda x, y, tz: Interval.of(x).plus(Interval.of(y))),
+    ("-", T.INTERVAL, T.INTERVAL): (T.INTERVAL,
+                                    lambda x, y, tz: Interval.of(x).plus(-Interval.of(y))),
+    ("*", T.INTERVAL, T.INT4): (T.INTERVAL, lambda iv, n, tz: Interval.of(iv).times(n)),
+    ("*", T.INTERVAL, T.INT8): (T.INTERVAL, lambda iv, n, tz: Interval.of(iv).times(n)),
+    ("*", T.INT4, T.INTERVAL): (T.INTERVAL, lambda n, iv, tz: Interval.of(iv).times(n)),
+    ("*", T.INT8, T.INTERVAL): (T.INTERVAL, lambda n, iv, tz: Interval.of(iv).times(n)),
+}

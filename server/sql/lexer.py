@@ -18,6 +18,7 @@ octal and hex escapes are bytes, the result must be valid UTF-8); ``$$…$$`` /
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -109,12 +110,26 @@ def for_sqlglot(sql: str) -> str:
         return sql
     parts: list[str] = []
     last = 0
+    interval_at = -1  # where the word INTERVAL just before this token starts
     for kind, start, end in t.tokenize(sql, backticks=False):
         if kind == t.STRING or kind == t.ESTRING or kind == t.DOLLAR:
-            parts.append(sql[last:start])
-            parts.append("'" + _string_value(sql, kind, start, end).replace("'", "''") + "'")
+            value = _string_value(sql, kind, start, end)
+            literal = "'" + value.replace("'", "''") + "'"
+            if interval_at >= 0 and not _ONE_INTERVAL_PART.fullmatch(value):
+                parts.append(sql[last:interval_at])
+                literal = f"CAST({literal} AS INTERVAL)"
+            else:
+                parts.append(sql[last:start])
+            parts.append(literal)
             last = end
         elif kind == t.UNTERMINATED or kind == t.OPEN_COMMENT:
             raise _unterminated(sql, start, kind)
+        interval_at = start if kind == t.WORD and sql[start:end].lower() == "interval" else -1
     parts.append(sql[last:])
     return "".join(parts)
+
+
+#: an interval literal sqlglot reads whole (``'5'``, ``'5 minutes'``); any other
+#: (``'1 day 02:00:00'``) it cuts to its first number and unit, so it is passed as
+#: ``CAST('…' AS INTERVAL)``, which it keeps as written
+_ONE_INTERVAL_PART = re.compile(r"\s*-?[0-9]+(?:\.[0-9]+)?\s*(?:[a-zA-Z]+)?\s*")

@@ -18,7 +18,7 @@ from cubequeue.grammar.lexical import bounded_int, shown
 from cubequeue.grammar.results import Row, Value
 
 from .datetime_functions import ANONYMOUS, NODE_NAMES, compile_typed
-from .errors import DatatypeMismatch, NumericValueOutOfRange, UndefinedObject
+from .errors import DatatypeMismatch, NumericValueOutOfRange, UndefinedFunction, UndefinedObject
 from .expressions import (
     _CMP,
     Compiled,
@@ -34,9 +34,13 @@ from .expressions import (
     compare,
     compile_expr,
 )
+from .intervals import Interval, parse_interval_value
+from .json_ops import compile_json
 from .like import LikePattern, compile_like
 from .limits import check_in_list
-from .sqltypes import SqlType, check_int, parse_interval
+from .sqltypes import SqlType, check_int
+from .strings import STRING_FUNCTIONS, STRING_NODES, compile_string, string_function
+from .time_functions import TIME_FUNCTIONS, TIME_NODES, compile_time
 
 __all__ = ["call_function", "compile_scalar", "output_name"]
 
@@ -47,6 +51,7 @@ _CASTS: Final = {
     DT.TEXT: (T.TEXT, "text"), DT.VARCHAR: (T.TEXT, "varchar"), DT.CHAR: (T.TEXT, "bpchar"),
     DT.BOOLEAN: (T.BOOL, "bool"), DT.TIMESTAMPTZ: (T.TIMESTAMPTZ, "timestamptz"),
     DT.INTERVAL: (T.INTERVAL, "interval"),
+    DT.JSON: (T.JSON, "json"), DT.JSONB: (T.JSONB, "jsonb"),
     # Cube Store's CAST(x as TIMESTAMP) (CubeStoreQuery.timeStampCast): read as timestamptz
     # in the session TimeZone, which is how PostgreSQL compares a timestamp with now().
     DT.TIMESTAMP: (T.TIMESTAMPTZ, "timestamp"), DT.DATETIME: (T.TIMESTAMPTZ, "timestamp"),
@@ -84,6 +89,13 @@ def output_name(node: exp.Expr) -> str:
         return str(node.this).lower()
     if type(node) in NODE_NAMES:
         return NODE_NAMES[type(node)]
+    if isinstance(node, exp.Trim):
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(
+            str(node.args.get("position") or "").upper(), "btrim")
+    if type(node) in STRING_NODES:
+        return STRING_NODES[type(node)]
+    if type(node) in TIME_NODES:
+        return TIME_NODES[type(node)]
     for cls, name in _FUNC_NAMES.items():
         if isinstance(node, cls):
             return name
@@ -126,7 +138,7 @@ def _cast_node(node: exp.Cast, scope: Scope) -> Compiled:
     if target is None:
         raise FeatureNotSupported(
             f"type {node.to.sql(dialect='postgres').lower()} is not supported "
-            "(use int8, int4, text, bool, timestamp, timestamptz or interval)"
+            "(use int8, int4, text, bool, timestamp, timestamptz, interval, json or jsonb)"
         )
     inner = compile_expr(node.this, scope)
     if inner.param is not None:
@@ -281,20 +293,6 @@ def _coalesce(args: list[exp.Expr], scope: Scope) -> Compiled:
     return Compiled(run, result, "coalesce")
 
 
-def _text_fn(name: str, f: Callable[[str], Value], out: SqlType) -> Callable[[list[Compiled], Scope], Compiled]:
-    def build(args: list[Compiled], scope: Scope) -> Compiled:
-        (a,) = args
-        inner = _text_operand(a, scope, name + "()").fn
-
-        def run(row: Row, ctx: Ctx) -> Value:
-            v = inner(row, ctx)
-            return None if v is None else f(str(v))
-
-        return Compiled(run, out, name)
-
-    return build
-
-
 def _current_setting(args: list[Compiled], scope: Scope) -> Compiled:
     name = coerce(args[0], T.TEXT, scope).fn
     missing_ok = coerce(args[1], T.BOOL, scope).fn if len(args) > 1 else (lambda r, c: False)
@@ -327,10 +325,14 @@ _NILADIC: Final[dict[str, tuple[SqlType, Callable[[Ctx], Value]]]] = {
 }
 _WITH_ARGS: Final[dict[str, tuple[range, Callable[[list[Compiled], Scope], Compiled]]]] = {
     "current_setting": (range(1, 3), _current_setting),
-    "lower": (range(1, 2), _text_fn("lower", str.lower, T.TEXT)),
-    "upper": (range(1, 2), _text_fn("upper", str.upper, T.TEXT)),
-    "length": (range(1, 2), _text_fn("length", len, T.INT4)),
+    **TIME_FUNCTIONS,
 }
+#: every function plain SQL answers, for the 42883 of one it does not (PostgreSQL's code)
+SUPPORTED_FUNCTIONS: Final = tuple(sorted({
+    *_NILADIC, *_WITH_ARGS, *ANONYMOUS, *STRING_FUNCTIONS, "concat", "concat_ws",
+    "coalesce", "count", "min", "max", "sum", "date_trunc", "extract", "date_part",
+    "floor", "ceil", "date_add", "date_sub", "to_timestamp", "position", "trim",
+}))
 
 
 def version_text(server_version: str) -> str:
@@ -356,12 +358,20 @@ def call_function(name: str, args: list[exp.Expr], scope: Scope,
             return build([compile_expr(a, scope) for a in args], scope)
     if name == "coalesce" and args:
         return _coalesce(args, scope)
-    raise FeatureNotSupported(
-        f"cubequeue does not support the function {name}()",
-        hint="Supported: count, min, max, sum, coalesce, lower, upper, length, now, "
-        "version, current_setting, current_user, current_database, pg_advisory_unlock_all, "
-        "and Cube Store's unix_timestamp, floor, ceil, convert_tz, date_add, date_sub, "
-        "to_timestamp.",
+    compiled = [compile_expr(a, scope) for a in args]
+    found = string_function(name, compiled, scope)
+    if found is not None:
+        return found
+    raise unknown_function(name, compiled)
+
+
+def unknown_function(name: str, args: list[Compiled] | None = None) -> UndefinedFunction:
+    """42883 as PostgreSQL words it, with the list of what plain SQL answers."""
+    types = "" if args is None else ", ".join(a.type.pg_name for a in args)
+    return UndefinedFunction(
+        f"function {name}({types}) does not exist",
+        hint="cubequeue's plain SQL supports " + ", ".join(SUPPORTED_FUNCTIONS)
+        + " (and the operators ->, ->>, ||, LIKE, ~).",
     )
 
 
@@ -370,8 +380,7 @@ def _interval(node: exp.Interval) -> Compiled:
     unit = node.args.get("unit")
     if unit is not None:
         text = f"{text} {unit.name}"
-    ms = parse_interval(text)
-    return _const(ms, T.INTERVAL, "interval")
+    return _const(parse_interval_value(text), T.INTERVAL, "interval")
 
 
 def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
@@ -419,7 +428,8 @@ def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
             raise FeatureNotSupported(f"operator does not exist: - {operand.type.pg_name}")
         f, t = operand.fn, operand.type
         return Compiled(lambda row, ctx: None if (v := f(row, ctx)) is None
-                        else check_int(-int(v), t) if t.is_int else -int(v), t, const=operand.const)
+                        else check_int(-int(v), t) if t.is_int else -Interval.of(v), t,
+                        const=operand.const)
     if isinstance(node, exp.DPipe):
         parts = [compile_expr(node.this, scope), compile_expr(node.expression, scope)]
         fns = [cast(p, T.TEXT).fn if p.type not in (T.TEXT, T.UNKNOWN) else p.fn for p in parts]
@@ -436,13 +446,16 @@ def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
         return call_function(str(node.this).lower(), list(node.expressions), scope, node)
     if isinstance(node, exp.Coalesce):
         return _coalesce([node.this, *node.expressions], scope)
-    typed = compile_typed(node, scope)
+    typed = (compile_typed(node, scope) or compile_string(node, scope)
+             or compile_json(node, scope) or compile_time(node, scope))
     if typed is not None:
         return typed
     for cls, name in _FUNC_NAMES.items():
         if isinstance(node, cls) and name not in ("count", "min", "max", "sum", "avg", "coalesce"):
             args = [a for a in (node.args.get("this"), *node.expressions) if isinstance(a, exp.Expr)]
             return call_function(name, args, scope, node)
+    if isinstance(node, exp.Func):
+        raise unknown_function(node.sql_name().lower())
     raise FeatureNotSupported(
         f"cubequeue does not support this expression: {node.sql(dialect='postgres')[:60]}"
     )

@@ -2,8 +2,8 @@
 
 Values stay Python values end to end: ``int`` for int4/int8 and for timestamptz (ms since
 the epoch, as the store keeps time, ``docs/dialect.md`` §8 rule 11), ``str`` for text,
-``bool`` for bool. INTERVAL (ms) exists only inside expressions
-(``now() - interval '5 minutes'``); UNKNOWN is an untyped string literal or NULL, which
+``bool`` for bool, :class:`.intervals.Interval` (an ``int``: months, days and ms) for
+interval, the JSON text for json and jsonb (:mod:`.json_values`); UNKNOWN is an untyped string literal or NULL, which
 takes the type of what it meets, as in PostgreSQL. A timestamptz becomes text through
 :func:`cubequeue.server.timestamps.format_timestamptz`, the formatter the wire uses too,
 so ``created`` and ``created::text`` read alike in one row.
@@ -15,11 +15,14 @@ import enum
 import math
 import re
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from decimal import ROUND_HALF_UP, Decimal
+from typing import cast
 
 from cubequeue.grammar.errors import InvalidTextRepresentation
 from cubequeue.grammar.lexical import bounded_int, shown
 from cubequeue.grammar.results import ColumnType, Value
 from cubequeue.server.pgtypes import oids
+from cubequeue.server.pgtypes.numeric import numeric_text
 from cubequeue.server.timestamps import EPOCH, format_timestamptz, session_zone
 
 from .errors import (
@@ -28,6 +31,8 @@ from .errors import (
     InvalidDatetimeFormat,
     NumericValueOutOfRange,
 )
+from .intervals import Interval, parse_interval_value
+from .json_values import check_json, to_jsonb
 
 __all__ = ["SqlType", "cast_value", "format_timestamp", "parse_interval", "parse_timestamp", "zone"]
 
@@ -44,10 +49,15 @@ class SqlType(enum.Enum):
     BOOL = ("boolean", oids.BOOL, ColumnType.BOOLEAN)
     TIMESTAMPTZ = ("timestamp with time zone", oids.TIMESTAMPTZ, ColumnType.TIMESTAMP)
     VOID = ("void", oids.VOID, ColumnType.STRING)
-    INTERVAL = ("interval", oids.INTERVAL, None)
+    #: an interval travels as text over the WebSocket (its str() is PostgreSQL's text)
+    INTERVAL = ("interval", oids.INTERVAL, ColumnType.STRING)
+    JSON = ("json", oids.JSON, ColumnType.STRING)
+    JSONB = ("jsonb", oids.JSONB, ColumnType.STRING)
+    #: EXTRACT's result: a Decimal with PostgreSQL's scale (compares with integers)
+    NUMERIC = ("numeric", oids.NUMERIC, ColumnType.STRING)
     UNKNOWN = ("unknown", oids.TEXT, ColumnType.STRING)
 
-    def __init__(self, pg_name: str, oid: int, column_type: ColumnType | None) -> None:
+    def __init__(self, pg_name: str, oid: int, column_type: ColumnType) -> None:
         self.pg_name = pg_name
         self.oid = oid
         self.column_type = column_type
@@ -55,6 +65,10 @@ class SqlType(enum.Enum):
     @property
     def is_int(self) -> bool:
         return self in (SqlType.INT4, SqlType.INT8)
+
+    @property
+    def is_number(self) -> bool:
+        return self in (SqlType.INT4, SqlType.INT8, SqlType.NUMERIC)
 
 
 _INT_RANGE = {SqlType.INT4: (-(2**31), 2**31 - 1), SqlType.INT8: (-(2**63), 2**63 - 1)}
@@ -170,6 +184,24 @@ def _interval_ms(ms: float, text: str) -> int:
     return round(ms)
 
 
+_NUMERIC_TEXT = re.compile(r"\s*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,4})?\s*$")
+
+
+def _text_to_numeric(text: str) -> Decimal:
+    if not _NUMERIC_TEXT.match(text):
+        raise InvalidTextRepresentation(f'invalid input syntax for type numeric: "{shown(text)}"')
+    d = Decimal(text.strip())
+    if abs(d.adjusted()) > 1000:
+        raise NumericValueOutOfRange("value overflows numeric format")
+    return d
+
+
+def _numeric(value: Decimal) -> Value:
+    """A numeric as a row value: rows hold ``str | int | bool | None`` to their type, and
+    a Decimal is an honest number to every comparison and sort, so it is passed as one."""
+    return cast(Value, value)
+
+
 def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int) -> Value:
     """``value::dst`` with PostgreSQL's errors; NULL stays NULL."""
     if value is None or src is dst:
@@ -183,9 +215,20 @@ def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int
         if dst is SqlType.TIMESTAMPTZ:
             return parse_timestamp(text, tz, now_ms)
         if dst is SqlType.INTERVAL:
-            return parse_interval(text)
+            return parse_interval_value(text)
+        if dst is SqlType.JSON:
+            return check_json(text)
+        if dst is SqlType.JSONB:
+            return to_jsonb(text)
+        if dst is SqlType.NUMERIC:
+            return _numeric(_text_to_numeric(text))
         if dst in (SqlType.TEXT, SqlType.UNKNOWN):
             return text
+    if src is SqlType.JSON and dst is SqlType.JSONB:
+        return to_jsonb(str(value))
+    if src in (SqlType.JSON, SqlType.JSONB) and dst in (SqlType.JSON, SqlType.TEXT,
+                                                        SqlType.UNKNOWN):
+        return value
     if dst in (SqlType.TEXT, SqlType.UNKNOWN):
         if src is SqlType.BOOL:
             return "true" if value else "false"
@@ -194,6 +237,16 @@ def cast_value(value: Value, src: SqlType, dst: SqlType, tz: tzinfo, now_ms: int
             return format_timestamptz(value, tz)
         if src.is_int:
             return str(value)
+        if src is SqlType.INTERVAL:
+            assert isinstance(value, int)
+            return str(Interval.of(value))
+        if src is SqlType.NUMERIC:
+            return numeric_text(Decimal(value))
+    if src is SqlType.NUMERIC and dst.is_int:
+        rounded = Decimal(value).to_integral_value(ROUND_HALF_UP)  # away from zero
+        return check_int(int(rounded), dst)
+    if src.is_int and dst is SqlType.NUMERIC:
+        return value
     if src.is_int and dst.is_int:
         assert isinstance(value, int)
         return check_int(value, dst)

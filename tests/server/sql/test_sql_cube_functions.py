@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cubequeue.grammar.errors import FeatureNotSupported, QueueError
+from cubequeue.grammar.errors import QueueError
 from cubequeue.server.sql import PlainSession, run_plain
 from cubequeue.server.sql.datetime_functions import add_months, parse_calendar_interval
+from cubequeue.server.sql.errors import UndefinedFunction
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.store import Store
 
@@ -95,7 +96,7 @@ def test_bad_input_gets_a_sqlstate(sql: str, sqlstate: str) -> None:
 
 
 def test_unknown_function_hint_lists_the_cube_store_ones() -> None:
-    with pytest.raises(FeatureNotSupported) as e:
+    with pytest.raises(UndefinedFunction) as e:  # 42883, as PostgreSQL (issue 27)
         answer("SELECT nope()")
     assert "unix_timestamp" in (e.value.hint or "")
 
