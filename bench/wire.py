@@ -601,6 +601,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", help="cProfile dump file (inproc, last rep)")
     ap.add_argument("--postgres", action="store_true",
                     help="pgbench against a fresh PostgreSQL 15 instead (the same script)")
+    ap.add_argument("--floor", action="store_true",
+                    help="pgbench against the floor server instead (bench/floor.py)")
     args = ap.parse_intermixed_args(argv)
     w = Workload("cubequeue", args.sql, args.sql, args.sql)
     for mode in args.modes:
@@ -615,9 +617,10 @@ def main(argv: list[str] | None = None) -> None:
                        for i in range(args.reps)]
             unit = "µs/tx in-process"
         else:
-            from bench.peers import start_cubequeue, start_postgres
+            from bench.peers import start_cubequeue, start_floor, start_postgres
 
-            peer = start_postgres() if args.postgres else start_cubequeue()
+            start = start_postgres if args.postgres else start_floor if args.floor else start_cubequeue
+            peer = start()
             try:
                 figures = [run_pgbench(peer, w, mode, args.clients, args.seconds).us_per_statement
                            for _ in range(args.reps)]
