@@ -27,7 +27,7 @@ import pytest
 
 from cubequeue.grammar.commands import CacheGet, Command, QueueResultBlocking
 from cubequeue.grammar.results import ResultSet
-from cubequeue.server.pgwire import listener
+from cubequeue.server.pgwire import connection, listener, queued
 from cubequeue.storage.interface import BlockingOutcome, StoreBackend, Table
 
 TIMEOUT_S = 30.0
@@ -138,13 +138,13 @@ def _context() -> Any:
 def test_messages_queued_behind_a_wait_are_capped_by_bytes() -> None:
     async def main() -> None:
         ctx = _context()
-        proto = listener.PgProtocol(ctx, None)
+        proto = connection.PgProtocol(ctx, None)
         transport = FakeTransport()
         proto.connection_made(transport)  # type: ignore[arg-type]
         proto.data_received(startup())
         proto.data_received(query("QUEUE RESULT_BLOCKING 60000 'held:k'"))
         assert proto._busy is not None  # waiting: what follows is queued
-        big = "SELECT 1 /* " + "x" * (listener.MAX_QUEUED_BYTES // 2) + " */"
+        big = "SELECT 1 /* " + "x" * (queued.MAX_QUEUED_BYTES // 2) + " */"
         proto.data_received(query(big))
         assert not transport.paused
         proto.data_received(query(big) + query(big))  # 3 messages, far under the count cap

@@ -14,7 +14,7 @@ import socket
 import struct
 from typing import Any
 
-from cubequeue.server.pgwire import listener
+from cubequeue.server.pgwire import connection
 from cubequeue.server.pytest_plugin import start_cubequeue
 
 WAIT_S = 60.0
@@ -102,7 +102,7 @@ def _protocol() -> tuple[Any, FakeTransport]:
     from cubequeue.server.options import load_config
 
     ctx = build_context(dataclasses.replace(load_config([], {}), message_timeout=5))
-    proto = listener.PgProtocol(ctx, None)
+    proto = connection.PgProtocol(ctx, None)
     transport = FakeTransport()
     proto.connection_made(transport)  # type: ignore[arg-type]
     proto.data_received(startup())
