@@ -35,6 +35,8 @@ __all__ = ["Interval", "add_days", "add_months", "local_time", "ms_of", "parse_i
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 #: unit → (months, days, milliseconds) per one
 _UNITS: Final[dict[str, tuple[int, int, int]]] = {}
+#: unit → the field it sets; a field set twice is an error, as in PostgreSQL
+_FIELD: Final[dict[str, str]] = {}
 for _names, _size in (
     (("microsecond", "microseconds", "us", "usec", "usecs", "useconds"), (0, 0, 0)),
     (("millisecond", "milliseconds", "ms", "msec", "msecs", "mseconds"), (0, 0, 1)),
@@ -51,6 +53,7 @@ for _names, _size in (
 ):
     for _name in _names:
         _UNITS[_name] = _size
+        _FIELD[_name] = _names[0]
 _MICRO: Final = frozenset({"microsecond", "microseconds", "us", "usec", "usecs", "useconds"})
 _TOKEN: Final = re.compile(
     r"\s*(?:"
@@ -87,6 +90,7 @@ def parse_interval_value(text: str) -> Interval:
     """``text`` as PostgreSQL reads an interval (the common forms); 22007 otherwise."""
     months = days = ms = Decimal(0)
     pos, found, ago = 0, False, False
+    seen: set[str] = set()
     end = len(text.rstrip())
     try:
         while pos < end:
@@ -104,6 +108,10 @@ def parse_interval_value(text: str) -> Interval:
                 continue
             found = True
             if m.group("clock"):
+                fields = {"hour", "minute", "second"}
+                if seen & fields:
+                    raise _invalid(text)
+                seen |= fields
                 ms += _clock_ms(m.group("clock"))
                 continue
             number = Decimal(m.group("num"))
@@ -111,8 +119,9 @@ def parse_interval_value(text: str) -> Interval:
                 raise _overflow(text)
             unit = (m.group("unit") or "s").lower()
             size = _UNITS.get(unit)
-            if size is None:
+            if size is None or _FIELD[unit] in seen:
                 raise _invalid(text)
+            seen.add(_FIELD[unit])
             if unit in _MICRO:
                 ms += number / 1000
                 continue
