@@ -16,6 +16,7 @@ import pytest
 from pgcluster import Cluster, find_bin, start_cluster
 
 from cubequeue.grammar.commands import CacheGet, CacheSet, QueueResultBlocking
+from cubequeue.server.pytest_plugin import start_cubequeue
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres import (
     PostgresStore,
@@ -130,3 +131,15 @@ def test_freeze_kill_restart(own_cluster: Cluster, caplog: pytest.LogCaptureFixt
     # two outages (frozen, killed): one WARNING and one INFO line each
     assert len(warnings) == 2, warnings
     assert len(back) == 2, back
+
+
+def test_the_server_stops_at_once_with_the_fix_for_a_missing_database(pg_cluster: Cluster) -> None:
+    """``cubequeue --store …/nosuchdb`` used to log "not reachable yet, retrying" for ever
+    while clients got 57P03; it exits 2 with one line naming ``createdb``."""
+    with pytest.raises(RuntimeError) as err:
+        server = start_cubequeue("--store", pg_cluster.dsn("nosuchdb"))
+        server.stop()  # not reached when the start is refused
+    text = str(err.value)
+    assert "exited with code 2" in text, text
+    assert "createdb" in text and "nosuchdb" in text
+    assert "retrying" not in text and "Traceback" not in text
