@@ -262,8 +262,8 @@ class Database:
         budget = self.url.budgets.connect_timeout
         try:
             conn = await asyncpg.connect(host, timeout=budget, statement_cache_size=0)
-        except asyncpg.PostgresError:
-            return True
+        except (asyncpg.PostgresError, asyncpg.TargetServerAttributeNotMatched):
+            return True  # it answered (full, starting, a standby now): not hung
         except (OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError):
             return False
         try:
