@@ -31,6 +31,7 @@ from cubequeue.server.context import ConnectionRegistry, ServerContext, load_use
 from cubequeue.server.executor import Executor
 from cubequeue.server.heap import process_heap_policy, run_heap_policy
 from cubequeue.server.stores import StartupRefused, build_store, close_store, open_store
+from cubequeue.storage.capabilities import capabilities_of
 from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.stats import StoreStats
@@ -334,7 +335,7 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
     # collector's generations so each collection walks only what commands allocate.
     gc.collect()
     gc.freeze()
-    heap_task = loop.create_task(run_heap_policy(lambda: _store_rows(ctx), ctx.heap))
+    heap_task = loop.create_task(run_heap_policy(_row_counter(ctx), ctx.heap))
     unix = f" and {pg_server.unix_path}" if pg_server.unix_path else ""
     _log.info(
         "cubequeue %s listening: postgres on %s:%d%s, http/ws on %s:%d%s",
@@ -353,11 +354,18 @@ async def serve(config: Config, *, on_ready: Callable[[ServerContext], None] | N
         await _shutdown(ctx, pg_server, http_server, stop)
 
 
+def _row_counter(ctx: ServerContext) -> Callable[[], int | None]:
+    """What the heap policy ticks over, chosen once the store is attached: a store that
+    reaches its rows through a database pool (``ReportsPoolHealth``: the PostgreSQL
+    store) keeps none in this process (None)."""
+    if capabilities_of(ctx.store).pool_health is not None:
+        return lambda: None
+    return lambda: _store_rows(ctx)
+
+
 def _store_rows(ctx: ServerContext) -> int | None:
     """Rows the store keeps in this process (items, results, cache keys), for the heap
-    policy; None for a store that keeps them elsewhere (PostgreSQL) or is not attached."""
-    if ctx.store.kind == "postgresql":
-        return None
+    policy; None while the store cannot say (starting up, failed)."""
     try:
         stats = ctx.store.stats()
     except Exception:  # still recovering (57P03), or a store that failed: skip the tick

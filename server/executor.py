@@ -280,7 +280,8 @@ class Executor:
         if is_dialect(sql):
             return self.prepare(sql, origin)
         try:
-            return describe_plain(sql, session, self._tables)
+            return describe_plain(sql, session, self._tables,
+                                  max_bytes=self._max_sql_statement_bytes)
         except Exception as exc:
             self._account(_plain_command(sql), sql, _outcome_of(exc), 0.0, origin)
             raise
@@ -312,7 +313,8 @@ class Executor:
             self._account(name, sql, "ok", time.perf_counter() - started, origin)
             return constant
         try:
-            outcome = run_plain(sql, session, self._tables, params)
+            outcome = run_plain(sql, session, self._tables, params,
+                                max_bytes=self._max_sql_statement_bytes)
         except TablesPending as pending:  # counted and logged once the wait ends
             return PlainWait(None, session.process_id, started=started, text=sql,
                              origin=origin, tables=pending.tables, session=session,
@@ -479,7 +481,8 @@ class Executor:
                     frames.update(zip((table for table, _ in pending), fetched, strict=True))
                     try:
                         outcome = run_plain(sql, session, FetchedTables(tables, frames),
-                                            wait.params)
+                                            wait.params,
+                                            max_bytes=self._max_sql_statement_bytes)
                         break
                     except TablesPending as more:
                         pending = more.tables

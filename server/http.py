@@ -63,6 +63,7 @@ from cubequeue.server.console import Console, build_console
 from cubequeue.server.cubews.endpoint import MAX_PROCESS_ID_LEN, WsEndpoint
 from cubequeue.server.metrics import metrics_auth_mode, scrape_refusal
 from cubequeue.server.stores import store_ready
+from cubequeue.storage.interface import RowStream
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
@@ -95,7 +96,7 @@ async def store_round_trip(ctx: ServerContext, timeout_s: float = READY_STORE_TI
     try:
         async with asyncio.timeout(timeout_s):
             step = ctx.store.execute(command, None)
-            if not isinstance(step, ResultSet) and hasattr(step, "__await__"):
+            if not isinstance(step, ResultSet | RowStream):  # an awaitable (StepResult)
                 await step
     except TimeoutError:
         return f"store did not answer within {timeout_s:g} s"

@@ -15,6 +15,7 @@ from cubequeue.server.console.ring import DepthRing
 from cubequeue.server.console.routes import API_PREFIX, Console
 from cubequeue.server.console.sampler import Sampler
 from cubequeue.server.console.source import StoreReader
+from cubequeue.server.stores import StoreSlot
 
 if TYPE_CHECKING:
     from cubequeue.server.context import ServerContext
@@ -47,6 +48,6 @@ def build_console(ctx: ServerContext, authorize: Callable[[str | None], bool]) -
         authorize=authorize,
         started_at=ctx.started_at,
         version=ctx.version,
-        # a durable store's recovery progress (server/stores.py), None for the others
-        recovery=getattr(ctx.store, "recovery_progress", None),
+        # a durable store's recovery progress (the slot's), None for the others
+        recovery=ctx.store.recovery_progress if isinstance(ctx.store, StoreSlot) else None,
     )

@@ -25,6 +25,9 @@ _T = TypeVar("_T")
 class ConsoleStore(Protocol):
     """The part of :class:`~cubequeue.storage.interface.StoreBackend` the console reads."""
 
+    @property
+    def kind(self) -> str: ...
+
     def system_table(self, name: str) -> Table: ...
 
     def stats(self) -> StoreStats | Awaitable[StoreStats]: ...
@@ -53,8 +56,8 @@ class StoreReader:
     def __init__(self, store: ConsoleStore, now_ms: Callable[[], int]) -> None:
         self._store = store
         self._now_ms = now_ms
-        # Every store names its kind (StoreBackend.kind); the in-memory one is "memory".
-        self.kind: str = str(getattr(store, "kind", "memory"))
+        #: "memory", "durable" or "postgresql" (StoreBackend.kind)
+        self.kind = store.kind
 
     def now_ms(self) -> int:
         return self._now_ms()

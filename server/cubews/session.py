@@ -49,7 +49,7 @@ from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.server.cubews.codec import decode_message, encode_error, encode_result_set
 from cubequeue.server.cubews.dedup import JOINED, Cached, DedupTable, Key, Refused
 from cubequeue.server.cubews.frame_sink import Frame, FrameSink
-from cubequeue.server.cubews.messages import HttpMessage, HttpQuery, ParamValue
+from cubequeue.server.cubews.messages import HttpMessage, HttpQuery, OtherCommand, ParamValue
 from cubequeue.server.cubews.params import plain_params, ws_values
 from cubequeue.server.executor import Origin, WaitFor
 from cubequeue.server.row_sink import StreamedRows
@@ -317,7 +317,7 @@ class WsSession(Generic[S]):
     @staticmethod
     def _refusal(message: HttpMessage) -> bytes:
         command = message.command
-        name = type(command).__name__
-        tag = getattr(command, "type_tag", None)
-        text = f"Unexpected command: {name if tag is None else f'type {tag}'}; expected HttpQuery"
+        name = (f"type {command.type_tag}" if isinstance(command, OtherCommand)
+                else type(command).__name__)
+        text = f"Unexpected command: {name}; expected HttpQuery"
         return encode_error(message.message_id, message.connection_id, text)

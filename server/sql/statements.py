@@ -195,11 +195,6 @@ _plans: OrderedDict[str, SelectPlan] = OrderedDict()
 _MAX_CACHED_PLAN_TEXT = 64 * 1024
 
 
-def _max_bytes(store: PlainStore) -> int:
-    """``--max-sql-statement-bytes`` as the executor passes it (the default otherwise)."""
-    return getattr(store, "max_sql_statement_bytes", MAX_SQL_STATEMENT_BYTES)
-
-
 def _plan(sql: str, max_bytes: int) -> SelectPlan:
     plan = _plans.get(sql)
     if plan is not None:
@@ -216,12 +211,12 @@ def _plan(sql: str, max_bytes: int) -> SelectPlan:
 
 
 def _select(sql: str, session: PlainSession, store: PlainStore,
-            params: Sequence[str | None]) -> PlainOutcome:
+            params: Sequence[str | None], max_bytes: int) -> PlainOutcome:
     from .catalog import is_catalog_query, run_catalog
 
     if is_catalog_query(sql):
         return run_catalog(sql, session, params)
-    plan = _plan(sql, _max_bytes(store))
+    plan = _plan(sql, max_bytes)
     need = len(plan.param_oids)
     if need and not params:
         raise UndefinedParameter("there is no parameter $1")
@@ -264,8 +259,10 @@ def _normalized(sql: str) -> str:
 
 
 def run_plain(sql: str, session: PlainSession, store: PlainStore,
-              params: Sequence[str | None] = ()) -> PlainOutcome:
+              params: Sequence[str | None] = (), *,
+              max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> PlainOutcome:
     """Answer one plain statement; raises QueueError (nothing changed) on failure.
+    ``max_bytes`` is ``--max-sql-statement-bytes``, measured before sqlglot reads a text.
 
     An error does not move the session to the failed state: the wire calls
     ``session.fail_transaction()`` for every failed statement, queue commands included.
@@ -285,10 +282,10 @@ def run_plain(sql: str, session: PlainSession, store: PlainStore,
         return fast(session)
     word = first_word(sql)
     if word in _REFUSED_WORDS:
-        bound_statement(sql, _max_bytes(store))
+        bound_statement(sql, max_bytes)
         _refuse_preaggregation(sql)
     if word == "select":
-        return _select(sql, session, store, params)
+        return _select(sql, session, store, params, max_bytes)
     if word == "":
         return PlainOutcome(None, "")
     handler = _SESSION.get(word)
@@ -313,8 +310,10 @@ _SELECT_ONE_DESCRIPTION = PlainDescription(0, (Column("?column?", ColumnType.INT
 _NO_DATA = PlainDescription(0, None, None, stable=True)
 
 
-def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainDescription:
-    """Parameter count, result columns and type OIDs of ``sql``, without running it."""
+def describe_plain(sql: str, session: PlainSession, store: PlainStore, *,
+                   max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> PlainDescription:
+    """Parameter count, result columns and type OIDs of ``sql``, without running it
+    (``max_bytes`` as :func:`run_plain`'s)."""
     key = _normalized(sql) if len(sql) < 80 else ""
     if key == "select 1":
         return _SELECT_ONE_DESCRIPTION
@@ -326,11 +325,11 @@ def describe_plain(sql: str, session: PlainSession, store: PlainStore) -> PlainD
 
         if is_catalog_query(sql):
             return describe_catalog(sql, session)
-        plan = _plan(sql, _max_bytes(store))
+        plan = _plan(sql, max_bytes)
         return PlainDescription(len(plan.param_oids), plan.columns, plan.type_oids,
                                 plan.param_oids, stable=True)
     if word in _REFUSED_WORDS:
-        bound_statement(sql, _max_bytes(store))
+        bound_statement(sql, max_bytes)
         _refuse_preaggregation(sql)
     if word == "show":
         r = TokenReader(tokenize(sql), sql)
