@@ -85,22 +85,49 @@ def _key_order(key: str) -> tuple[int, bytes]:
     return len(raw), raw
 
 
-def _jsonb(value: Any) -> str:
+class _Raw(str):
+    """Text :func:`_jsonb` emits as it is (punctuation, keys)."""
+
+
+def _scalar(value: Any) -> str:
     if isinstance(value, _Number):
         return _numeric(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if value is None:
         return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, _Object):
-        members = dict(value.pairs)  # the last of a duplicate key wins
-        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {_jsonb(members[k])}"
-                               for k in sorted(members, key=_key_order)) + "}"
-    return "[" + ", ".join(_jsonb(v) for v in value) + "]"
+    return "true" if value is True else "false"
+
+
+def _jsonb(root: Any) -> str:
+    """PostgreSQL's jsonb text of a decoded value; iterative, so a value the decoder
+    could nest is never too deep to print."""
+    out: list[str] = []
+    stack: list[Any] = [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Raw):
+            out.append(item)
+        elif isinstance(item, _Object):
+            members = dict(item.pairs)  # the last of a duplicate key wins
+            todo: list[Any] = [_Raw("{")]
+            for i, key in enumerate(sorted(members, key=_key_order)):
+                todo.append(_Raw((", " if i else "") + json.dumps(key, ensure_ascii=False)
+                                 + ": "))
+                todo.append(members[key])
+            todo.append(_Raw("}"))
+            stack.extend(reversed(todo))
+        elif isinstance(item, list):
+            todo = [_Raw("[")]
+            for i, element in enumerate(item):
+                if i:
+                    todo.append(_Raw(", "))
+                todo.append(element)
+            todo.append(_Raw("]"))
+            stack.extend(reversed(todo))
+        else:
+            out.append(_scalar(item))
+    return "".join(out)
 
 
 class _Object:

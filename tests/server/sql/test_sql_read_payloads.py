@@ -152,6 +152,9 @@ def test_json_errors(store: Store) -> None:
     with pytest.raises(QueueError) as e3:
         check_json("[" * 100_000 + "]" * 100_000)
     assert e3.value.sqlstate == "54001"
+    deep = "[" * 900 + "]" * 900  # what the decoder reads, jsonb prints (not a Python error)
+    assert to_jsonb(deep) == deep
+    assert one(store, f"SELECT '{deep}'::jsonb->0->0->>0") == "[" * 897 + "]" * 897
 
 
 json_values = st.recursive(
