@@ -5,7 +5,7 @@ and answers at once, so it is atomic as clients see it; releasing what it detach
 reporting each departure to the ``on_departure`` hook) costs O(n) and would hold the
 event loop for seconds at 10⁶ items. That work is queued here as jobs and run a bounded
 amount at a time: the store runs one budget of it after every step, and the server may run
-more between steps (:meth:`~cubequeue.storage.store.Store.run_deferred`). The budget is
+more between steps (:meth:`~cubequeue.storage.store.MemoryStore.run_deferred`). The budget is
 injected (:attr:`~cubequeue.storage.limits.Limits.work_budget`), so tests check the
 slicing by counting units, never by wall time.
 
@@ -18,7 +18,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["DeferredWork", "Job", "release_list"]
+__all__ = ["ENTRIES_PER_UNIT", "DeferredWork", "Job", "release_list"]
+
+#: sorted-index or heap entries released per unit of work (plain ints: cheap)
+ENTRIES_PER_UNIT = 256
 
 #: ``job(budget)`` does at most ``budget`` units: (units used, finished)
 Job = Callable[[int], tuple[int, bool]]

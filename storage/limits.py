@@ -41,7 +41,7 @@ class Limits:
     #: rows kept in system.queue_log
     queue_log_size: int = 10_000
     #: units of bulk work (items freed, swept, departures reported) a step or one
-    #: :meth:`~cubequeue.storage.store.Store.run_deferred` call does at most, so no bulk
+    #: :meth:`~cubequeue.storage.store.MemoryStore.run_deferred` call does at most, so no bulk
     #: statement holds the event loop for long (tests inject a small one)
     work_budget: int = 1024
     #: SYS CLOCK … is allowed (--test-clock)

@@ -2,8 +2,8 @@
 
 PURGE answers once the prefix's pending and/or active structures are swapped for empty
 ones (O(1)), so every count, list and claim sees the purge at once. The items themselves
-are still in the store's id and path maps until :meth:`~cubequeue.storage.queue.QueueState`
-releases them (a budget at a time, :mod:`.deferred`); meanwhile key lookups ask
+are still in the store's id and path maps until :meth:`DetachedPrefix.release` takes them
+out (a budget at a time, :mod:`.deferred`); meanwhile key lookups ask
 :meth:`DetachedPrefix.holds` and treat a held item as gone. The test is exact and needs
 no per-item mark: a detached item is pending in the detached pending set (its rank is
 immutable) or active in the detached active map, and it cannot change status while
@@ -12,9 +12,15 @@ hidden, since nothing can reach it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from sortedcontainers import SortedDict, SortedList
 
-from cubequeue.storage.queue_item import Item
+from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_list
+from cubequeue.storage.list_snapshot import ListSnapshot
+from cubequeue.storage.queue_item import ID_MASK, Item
+from cubequeue.storage.queue_log import Departure
 
 __all__ = ["DetachedPrefix"]
 
@@ -58,3 +64,41 @@ class DetachedPrefix:
     @property
     def done(self) -> bool:
         return not (self.pending or self.active or self.keys or self.lists)
+
+    def release(self, budget: int, now: int, hook: Callable[[Departure], None] | None,
+                effects: list[Callable[[], None]], snapshots: list[ListSnapshot],
+                ) -> tuple[int, int]:
+        """One slice of at most ``budget`` units: items leave the id and path maps (each
+        departure goes to ``hook`` after the step, through ``effects``, and the listings
+        open since before the purge, ``snapshots``, keep showing it), then the detached
+        keys and index lists are dropped. (units used, items taken out of the maps)."""
+        used = released = 0
+        by_id, by_path = self.by_id, self.by_path
+        pending, active = self.pending, self.active
+        while used < budget and (pending or active):
+            if pending:
+                item = by_id.pop(pending.pop() & ID_MASK, None)
+            else:
+                assert active is not None
+                item = by_id.pop(active.popitem()[0], None)
+            used += 1
+            if item is None:  # a TRUNCATE's release took it first
+                continue
+            for snapshot in snapshots:
+                snapshot.note(item)
+            if by_path.get(item.path) is item:
+                del by_path[item.path]
+            released += 1
+            if hook is not None:
+                effects.append(partial(hook, Departure.of(item, "purged", now, self.count)))
+        keys = self.keys
+        while used < budget and keys:
+            for _ in range(min(len(keys), ENTRIES_PER_UNIT)):
+                keys.popitem()
+            used += 1
+        lists = self.lists
+        while used < budget and lists:
+            used += release_list(lists[-1], budget - used, ENTRIES_PER_UNIT)
+            if not lists[-1]:
+                lists.pop()
+        return used, released

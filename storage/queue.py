@@ -13,7 +13,8 @@ once the command returned.
 
 Bulk work is bounded per step (``docs/dialect.md`` §8 rule 9 still holds for every key
 lookup): TRUNCATE swaps every structure for an empty one in O(1) and leaves releasing the
-old ones (and reporting their departures to the hook) to :attr:`QueueState.deferred`; the
+old ones (and reporting their departures to the hook) to :attr:`QueueState.deferred`
+(:mod:`.truncate`; a PURGE's, :mod:`.purge`); the
 expiry sweep removes at most ``work_budget`` items a step, and while a backlog of due
 items remains, lookups by key treat a due item as gone (counts and lists may show it until
 the sweep reaches it, a few steps later).
@@ -31,7 +32,7 @@ from functools import partial
 from typing import Any
 
 from cubequeue.storage.ack_results import Result, Results
-from cubequeue.storage.deferred import DeferredWork, release_list
+from cubequeue.storage.deferred import DeferredWork
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.prefixes import Prefixes, PrefixState
@@ -50,6 +51,7 @@ from cubequeue.storage.record_kinds import (
     TRUNCATE,
 )
 from cubequeue.storage.stats import DepartureCounts
+from cubequeue.storage.truncate import DetachedQueue
 from cubequeue.storage.waiters import Waiters
 
 
@@ -72,8 +74,6 @@ _log = logging.getLogger("cubequeue.queue")
 
 #: a sweep instant no clock reaches (ms since the epoch, far beyond any i64 expiry)
 _NEVER = 1 << 64
-#: sorted-index or heap entries released per unit of deferred work (plain ints: cheap)
-_ENTRIES_PER_UNIT = 256
 
 
 class QueueState:
@@ -447,7 +447,7 @@ class QueueState:
         """Due items left for later sweeps, or deferred bulk work queued."""
         return self._backlog or bool(self.deferred)
 
-    def work(self, budget: int) -> None:
+    def run_deferred(self, budget: int) -> None:
         """One slice of what bulk statements and the sweep left: the sweep's backlog
         first (it decides what clients see), then the deferred releases."""
         if self._backlog:
@@ -474,7 +474,7 @@ class QueueState:
             self.log.record_bulk(last, "truncated", now)
         if self.journal is not None:
             self.journal.append((TRUNCATE, "queue"))
-        old = _Detached(
+        old = DetachedQueue(
             by_id, by_path, self.results, self.prefixes, self._item_expiry, self._result_expiry
         )
         self._by_id, self._by_path = {}, {}
@@ -541,39 +541,13 @@ class QueueState:
         return detached.count
 
     def _release_purge(self, old: DetachedPrefix, now: int, budget: int) -> tuple[int, bool]:
-        """One slice of releasing a purge: items leave the id and path maps (reported to
-        the hook), then the detached keys and index lists are dropped."""
-        used = 0
-        by_id, by_path, hook, effects = old.by_id, old.by_path, self._on_departure, self.post_commit
-        counted = by_id is self._by_id  # a TRUNCATE since has reset the hidden count
-        pending, active, snapshots = old.pending, old.active, self.snapshots
-        while used < budget and (pending or active):
-            if pending:
-                item = by_id.pop(pending.pop() & ID_MASK, None)
-            else:
-                assert active is not None
-                item = by_id.pop(active.popitem()[0], None)
-            used += 1
-            if item is None:  # a TRUNCATE's release took it first
-                continue
-            if snapshots:  # a listing that began before the purge still shows it
-                self.note_change(item)
-            if by_path.get(item.path) is item:
-                del by_path[item.path]
-            if counted:
-                self._hidden -= 1
-            if hook is not None:
-                effects.append(partial(hook, Departure.of(item, "purged", now, old.count)))
-        keys = old.keys
-        while used < budget and keys:
-            for _ in range(min(len(keys), _ENTRIES_PER_UNIT)):
-                keys.popitem()
-            used += 1
-        lists = old.lists
-        while used < budget and lists:
-            used += release_list(lists[-1], budget - used, _ENTRIES_PER_UNIT)
-            if not lists[-1]:
-                lists.pop()
+        """One slice of releasing a purge (:meth:`DetachedPrefix.release`); once done,
+        key lookups stop asking it."""
+        counted = old.by_id is self._by_id  # a TRUNCATE since has reset the hidden count
+        used, released = old.release(budget, now, self._on_departure, self.post_commit,
+                                     self.snapshots)
+        if counted:
+            self._hidden -= released
         if not old.done:
             return used, False
         if old in self._purges:
@@ -581,46 +555,7 @@ class QueueState:
             self._hiding = self._backlog or bool(self._purges)
         return used, True
 
-    def _release(self, old: _Detached, now: int, budget: int) -> tuple[int, bool]:
-        """One slice of releasing a truncated queue: items (reported to the hook, newest
-        first), then paths, prefix indexes, heaps and results."""
-        used = 0
-        by_id, hook, effects = old.by_id, self._on_departure, self.post_commit
-        snapshots = self.snapshots
-        while by_id and used < budget:
-            _, item = by_id.popitem()
-            if snapshots:  # a listing that began before the TRUNCATE still shows it
-                self.note_change(item)
-            if hook is not None:
-                effects.append(partial(hook, Departure.of(item, "truncated", now, old.count)))
-            used += 1
-        by_path = old.by_path
-        while by_path and used < budget:
-            by_path.popitem()
-            used += 1
-        while used < budget and old.indexes:
-            index = old.indexes[-1]
-            used += release_list(index, budget - used, _ENTRIES_PER_UNIT)
-            if not index:
-                old.indexes.pop()
-        if used < budget and old.results is not None:
-            used += 1 + len(old.results) // _ENTRIES_PER_UNIT  # rare and bounded by expiry
-            old.results = None
-        return used, not (by_id or by_path or old.indexes or old.results is not None)
-
-
-class _Detached:
-    """What a TRUNCATE swapped out, released in slices by :meth:`QueueState._release`."""
-
-    __slots__ = ("by_id", "by_path", "count", "indexes", "results")
-
-    def __init__(self, by_id: dict[int, Item], by_path: dict[str, Item], results: Results,
-                 prefixes: Prefixes, *heaps: ExpiryHeap) -> None:
-        self.by_id, self.by_path = by_id, by_path
-        self.count = len(by_id)  #: items truncated (see Departure.bulk)
-        self.results: Results | None = results
-        #: the plain int lists behind the sorted indexes and heaps (detached: nobody else
-        #: reads them, so emptying them from the tail is safe)
-        self.indexes: list[list[int]] = [heap.entries for heap in heaps]
-        for state in prefixes:
-            self.indexes.extend(state.index_lists())
+    def _release(self, old: DetachedQueue, now: int, budget: int) -> tuple[int, bool]:
+        """One slice of releasing a truncated queue (:meth:`DetachedQueue.release`); the
+        post-commit list is read now, not when the job was queued (each step has its own)."""
+        return old.release(budget, now, self._on_departure, self.post_commit, self.snapshots)

@@ -136,11 +136,11 @@ class MemoryStore:
         except BaseException:
             del effects[swept:]
             if queue.has_deferred:
-                queue.work(self.limits.work_budget)
+                queue.run_deferred(self.limits.work_budget)
             self._commit()
             raise
         if queue.has_deferred:
-            queue.work(self.limits.work_budget)
+            queue.run_deferred(self.limits.work_budget)
         if effects:
             self._commit()
         return result
@@ -156,7 +156,7 @@ class MemoryStore:
         work steps leave behind, between steps; whether more is left."""
         queue = self._queue
         if queue.has_deferred:
-            queue.work(self.limits.work_budget if budget is None else budget)
+            queue.run_deferred(self.limits.work_budget if budget is None else budget)
             self._commit()
         return queue.has_deferred
 
@@ -358,8 +358,8 @@ class MemoryStore:
         queue = self._queue
         return StoreStats(
             # read when asked: its length at once, its rows in slices (/metrics) or whole;
-            # the map is read at each slice (a TRUNCATE replaces queue.prefixes)
-            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.by_name(),
+            # the states are read at each slice (a TRUNCATE replaces queue.prefixes)
+            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.in_order(),
                                   self.clock),
             items_total=len(queue),
             results_total=len(queue.results),

@@ -1,4 +1,4 @@
-"""The durable store: the in-memory :class:`~cubequeue.storage.store.Store` behind the
+"""The durable store: the in-memory :class:`~cubequeue.storage.store.MemoryStore` behind the
 store seam, with its journal drained into the log after every step.
 
 :meth:`DurableStore.execute` answers at once when the step's lsn is already released (a
@@ -36,7 +36,7 @@ from cubequeue.storage.interface import BlockingOutcome, StepResult, Table
 from cubequeue.storage.record_kinds import CLOCK, ID_RESERVE
 from cubequeue.storage.stats import StoreStats
 from cubequeue.storage.steps import step_table
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 __all__ = ["DurableSettings", "DurableStore"]
 
@@ -59,7 +59,7 @@ class DurableSettings:
 class DurableStore:
     kind = "durable"
 
-    def __init__(self, store: Store, log: DurableLog, files: Files, directory: uuid.UUID,
+    def __init__(self, store: MemoryStore, log: DurableLog, files: Files, directory: uuid.UUID,
                  settings: DurableSettings, *, reserved: int, max_ts: int) -> None:
         self.store = store
         self.log = log
