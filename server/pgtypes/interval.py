@@ -19,10 +19,20 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-__all__ = ["MS_PER_DAY", "Interval", "dump_binary", "dump_text", "format_interval"]
+from cubequeue.grammar.errors import QueueError
+
+__all__ = ["MS_PER_DAY", "Interval", "IntervalOutOfRange", "dump_binary", "dump_text",
+           "format_interval"]
 
 MS_PER_DAY: Final = 86_400_000
 _BINARY = struct.Struct("!qii")
+_INT32: Final = 2**31 - 1
+#: the time part's bound: PostgreSQL keeps it as int64 microseconds
+_MAX_MS: Final = (2**63 - 1) // 1000
+
+
+class IntervalOutOfRange(QueueError, sqlstate="22008"):
+    """An interval whose months or days leave int32, or its time int64 microseconds."""
 
 
 class Interval(int):
@@ -33,6 +43,8 @@ class Interval(int):
     ms: int
 
     def __new__(cls, months: int = 0, days: int = 0, ms: int = 0) -> Interval:
+        if abs(months) > _INT32 or abs(days) > _INT32 or abs(ms) > _MAX_MS:
+            raise IntervalOutOfRange("interval out of range")
         self = super().__new__(cls, (months * 30 + days) * MS_PER_DAY + ms)
         self.months, self.days, self.ms = months, days, ms
         return self

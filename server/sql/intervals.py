@@ -181,12 +181,21 @@ def add_days(ms: int, days: int, tz: tzinfo) -> int:
     return ms_of(moved)
 
 
+#: the instants a timestamp may hold here: years 1 to 9999 (Python's datetime)
+_FIRST_MS: Final = ms_of(datetime(1, 1, 2, tzinfo=UTC))
+_LAST_MS: Final = ms_of(datetime(9999, 12, 30, tzinfo=UTC))
+
+
 def shift(ms: int, iv: object, tz: tzinfo, sign: int = 1) -> int:
-    """``ts + iv`` (``sign`` 1) or ``ts - iv`` (``sign`` -1), as PostgreSQL adds them."""
+    """``ts + iv`` (``sign`` 1) or ``ts - iv`` (``sign`` -1), as PostgreSQL adds them;
+    22008 past the years a timestamp holds."""
     value = Interval.of(iv)
     if sign < 0:
         value = -value
-    return add_days(add_months(ms, value.months, tz), value.days, tz) + value.ms
+    moved = add_days(add_months(ms, value.months, tz), value.days, tz) + value.ms
+    if not _FIRST_MS <= moved <= _LAST_MS:
+        raise DatetimeFieldOverflow("timestamp out of range")
+    return moved
 
 
 def since(later: int, earlier: int) -> Interval:

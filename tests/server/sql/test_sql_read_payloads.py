@@ -292,3 +292,14 @@ def test_interval_value_is_an_int_with_fields() -> None:
     iv = Interval(1, 2, 3)
     assert int(iv) == (30 + 2) * 86_400_000 + 3 and str(iv) == "1 mon 2 days 00:00:00.003"
     assert Interval(0, 1, 0) == Interval(0, 0, 86_400_000)  # PostgreSQL's span equality
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT interval '2000000000 days' * 10",  # days past int32, as PostgreSQL keeps them
+    "SELECT now() + interval '80000000 hours'",  # past year 9999
+    "SELECT interval '99999999999999999999 days'",
+])
+def test_out_of_range_is_an_error_not_a_crash(store: Store, sql: str) -> None:
+    with pytest.raises(QueueError) as e:
+        run(store, sql)
+    assert e.value.sqlstate in ("22008", "22003")
