@@ -3,10 +3,10 @@
 The store answers at once or registers a plain callback that it calls when the matching
 ACK commits; :class:`BlockingWait` holds that waiter and one timer (the wait is bounded
 by ``--max-blocking-timeout`` on real time: the test clock does not move it), so a wait
-costs no task, coroutine or ``wait_for``, and its wake-up one event-loop callback. The
-PostgreSQL wire's shell holds it directly (``Executor.begin_blocking``); the WebSocket's
-awaits it through ``Executor.complete``. Cancelling it (CancelRequest, a client's
-timeout, a disconnect, shutdown) withdraws the waiter from the store.
+costs no task, coroutine or ``wait_for``, and its wake-up one event-loop callback. Both
+wires' shells hold it directly (``Executor.begin_blocking``); ``Executor.complete``
+awaits the same for a caller that wants a coroutine. Cancelling it (CancelRequest, a
+client's timeout, a disconnect, shutdown) withdraws the waiter from the store.
 
 A store that must wait before it answers or registers (the PostgreSQL store's session
 and lookup: an awaitable) gets that step awaited in a task under ``statement_timeout``

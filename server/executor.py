@@ -383,7 +383,7 @@ class Executor:
         """Start a ``QUEUE RESULT_BLOCKING`` (``wait.blocking``) on callbacks: the
         :class:`BlockingWait` is done at once when the store answered at once (its rows,
         or the error), else ``on_done`` gets it once it is woken, timed out or
-        cancelled (:meth:`complete` awaits the same, for the WebSocket's shell);
+        cancelled (both wires' shells hold it so; :meth:`complete` awaits the same);
         ``timeout_ms`` bounds only a store's registration step."""
         cmd = wait.command
         assert isinstance(cmd, QueueResultBlocking) and wait.pending is None
@@ -511,8 +511,8 @@ class Executor:
         return InternalError(f"internal error: {exc}")
 
     async def _blocking(self, wait: WaitFor, timeout_ms: int) -> ResultSet:
-        """``QUEUE RESULT_BLOCKING`` awaited (the WebSocket's wait): the same
-        :class:`BlockingWait` the PostgreSQL wire holds, its end resolving a future."""
+        """``QUEUE RESULT_BLOCKING`` awaited: the same :class:`BlockingWait` the wires
+        hold on callbacks, its end resolving a future."""
         ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def on_done(_blocking: BlockingWait) -> None:

@@ -3,13 +3,15 @@
 What to answer is the session's business (socket-free, driven by bytes in tests); this
 module only moves frames and runs waits:
 
-* **A task only for a step that waits.** Cube's driver multiplexes everything (cache,
-  queue, the RESULT_BLOCKING long polls and the ACKs that wake them) over one socket
-  and matches answers by ``message_id``, so messages are answered in any order. A
-  statement the store answers at once (most of them) is run and answered inside the
-  transport's ``data_received`` (:mod:`.lane`); one that waits (RESULT_BLOCKING, a
-  store that answers later) gets a task, so pongs and ACKs keep flowing while long
-  polls wait.
+* **A task only for a store that answers later.** Cube's driver multiplexes everything
+  (cache, queue, the RESULT_BLOCKING long polls and the ACKs that wake them) over one
+  socket and matches answers by ``message_id``, so messages are answered in any order.
+  A statement the store answers at once (most of them) is run and answered inside the
+  transport's ``data_received`` (:mod:`.lane`). A RESULT_BLOCKING is held on callbacks,
+  as on the PostgreSQL wire (``Executor.begin_blocking``, one
+  :class:`~cubequeue.server.blocking_wait.BlockingWait`: no task), and answered when it
+  ends; a store step that answers later gets a task (``Executor.complete``). Pongs and
+  ACKs keep flowing while long polls wait.
 * **Dedup confirmation.** An answer kept for resends (:mod:`.dedup`) is forgotten once
   the client has provably read it: after the answers go out, the socket sends a ping
   (at most one per ``CONFIRM_INTERVAL_S``, shared by the answers sent meanwhile), and
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from websockets.asyncio.server import ServerConnection
 
     from cubequeue.server.context import ConnectionInfo, ServerContext
+    from cubequeue.server.executor import BlockingWait
 
 __all__ = ["MAX_PROCESS_ID_LEN", "WsEndpoint", "oversize_request_error"]
 
@@ -169,11 +172,11 @@ class _Socket:
         )
         self.lane = Lane(ws, self._receive)
         #: waits that die with the socket (no connection_id: nobody else wants the answer)
-        self._private: set[asyncio.Task[None]] = set()
+        self._private: set[asyncio.Task[None] | BlockingWait] = set()
         #: waits whose answer is shared through the dedup table (kept when the socket goes)
-        self._shared: set[asyncio.Task[None]] = set()
+        self._shared: set[asyncio.Task[None] | BlockingWait] = set()
         #: closes asked for by the session (an unexpected command)
-        self._closing: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None] | BlockingWait] = set()
         self._unconfirmed: list[Key] = []
         self._wake = asyncio.Event()
         self._confirmer: asyncio.Task[None] | None = None
@@ -210,10 +213,13 @@ class _Socket:
                 event.to.deliver(event.frame, event.key)
             elif isinstance(event, Close):
                 self._spawn(self._close(event), self._closing)
+            elif event.wait.blocking:
+                self._hold(event)
             else:
                 self._spawn(self._wait(event), self._shared if event.shared else self._private)
 
-    def _spawn(self, step: Coroutine[None, None, None], tasks: set[asyncio.Task[None]]) -> None:
+    def _spawn(self, step: Coroutine[None, None, None],
+               tasks: set[asyncio.Task[None] | BlockingWait]) -> None:
         task = asyncio.get_running_loop().create_task(step)
         tasks.add(task)
         task.add_done_callback(self._task_done)
@@ -279,8 +285,38 @@ class _Socket:
         with contextlib.suppress(ConnectionClosed):
             await self.ws.close(event.code, event.reason)
 
+    def _hold(self, event: Await) -> None:
+        """Hold a RESULT_BLOCKING on the executor's callbacks (no task): answered now when
+        the store answers at once, else when it is woken, times out or fails; a shared
+        one outlives this socket (others want it)."""
+        timeout_ms = self.session.plain.statement_timeout_ms
+        blocking = self.endpoint.ctx.executor.begin_blocking(
+            event.wait, lambda ended: self._blocking_done(ended, event), timeout_ms)
+        if blocking.done():
+            self._settle_blocking(blocking, event)
+            return
+        (self._shared if event.shared else self._private).add(blocking)
+
+    def _blocking_done(self, blocking: BlockingWait, event: Await) -> None:
+        self._private.discard(blocking)
+        self._shared.discard(blocking)
+        if blocking.cancelled():  # the socket went, or shutdown: nobody is answered
+            self.session.abandon(event.ticket)
+            return
+        try:
+            self._settle_blocking(blocking, event)
+        except Exception:
+            _log.exception("ws wait failed", extra={"conn_id": self.info.id})
+
+    def _settle_blocking(self, blocking: BlockingWait, event: Await) -> None:
+        error = blocking.exception()
+        if error is not None:
+            self._perform(self.session.settle(event.ticket, error=error))
+        else:
+            self._perform(self.session.settle(event.ticket, blocking.result()))
+
     async def _wait(self, event: Await) -> None:
-        """Run a waiting step; a shared one outlives this socket (others want it)."""
+        """Run a store step that answers later; a shared one outlives this socket."""
         sink = FrameSink()  # a listing the store streams is encoded a slice per turn
         try:
             timeout_ms = self.session.plain.statement_timeout_ms

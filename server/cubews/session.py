@@ -7,12 +7,13 @@ the socket) and returns what the socket must do, in order:
   joined a deduplicated message); ``key`` is the dedup key the frame answers, which the
   socket confirms once the client has provably read it (see ``endpoint.py``);
 * :class:`Close` — close the socket with ``code`` and ``reason``;
-* :class:`Await` — a step that has to wait (``QUEUE RESULT_BLOCKING``, a store that
-  answers later, plain SQL over a system table it answers later, a listing streamed
-  from the store): the socket awaits ``executor.complete(await_.wait, timeout, sink)``
-  with a :class:`~.frame_sink.FrameSink` and hands the result or the error (and the
+* :class:`Await` — a step that has to wait: a ``QUEUE RESULT_BLOCKING``, which the
+  socket holds on callbacks (``executor.begin_blocking``), or a store that answers later
+  (plain SQL over a system table it answers later, a listing streamed from the store),
+  whose ``executor.complete(await_.wait, timeout, sink)`` the socket awaits with a
+  :class:`~.frame_sink.FrameSink`; either way it hands the result or the error (and the
   sink) to :meth:`WsSession.settle`, which returns the Sends; if the wait is cancelled
-  (shutdown), :meth:`WsSession.abandon` releases its dedup entry.
+  (the socket went, shutdown), :meth:`WsSession.abandon` releases its dedup entry.
 
 The rules, as Cube Store's ``http/mod.rs`` has them:
 
@@ -28,7 +29,7 @@ The rules, as Cube Store's ``http/mod.rs`` has them:
   ``--max-blocking-message-bytes`` long; beyond either, an HttpError naming the option;
 * statements go to the shared executor (routing, metrics, logs, the blocking wait);
   ``?`` placeholders of the dialect are bound from the message's typed parameters
-  (:mod:`.params`), plain SQL gets them as text (:mod:`.execute`); each statement is
+  (:mod:`.params`), and plain SQL gets them as text from the same module; each statement is
   counted and logged there, named by :attr:`WsSession.origin`.
 
 ``response_format`` is ignored: the answer is always the legacy ``HttpResultSet`` (Cube's
