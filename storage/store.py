@@ -358,8 +358,8 @@ class MemoryStore:
         queue = self._queue
         return StoreStats(
             # read when asked: its length at once, its rows in slices (/metrics) or whole;
-            # the states are read at each slice (a TRUNCATE replaces queue.prefixes)
-            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.in_order(),
+            # the map is read at each slice (a TRUNCATE replaces queue.prefixes)
+            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.by_name(),
                                   self.clock),
             items_total=len(queue),
             results_total=len(queue.results),
