@@ -293,6 +293,13 @@ def _void_in(_raw: bytes) -> None:
     return None
 
 
+def _interval_bin_in(raw: bytes) -> str:
+    try:
+        return interval.load_binary(raw)
+    except ValueError:
+        raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter") from None
+
+
 _LOADERS: Final[dict[tuple[int, int], Loader]] = {
     (TEXT, 0): _text_in, (TEXT, 1): _text_in,
     (VARCHAR, 0): _text_in, (VARCHAR, 1): _text_in,
@@ -306,6 +313,7 @@ _LOADERS: Final[dict[tuple[int, int], Loader]] = {
     (FLOAT8, 0): _number_text_in(FLOAT8, float), (FLOAT8, 1): _fixed_bin_in(_F64),
     (TIMESTAMPTZ, 0): _timestamp_text_in, (TIMESTAMPTZ, 1): _timestamp_bin_in,
     (VOID, 0): _void_in, (VOID, 1): _void_in,
+    (INTERVAL, 1): _interval_bin_in,
 }  # fmt: skip
 
 

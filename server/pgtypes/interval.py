@@ -22,7 +22,7 @@ from typing import Final
 from cubequeue.grammar.errors import QueueError
 
 __all__ = ["MS_PER_DAY", "Interval", "IntervalOutOfRange", "dump_binary", "dump_text",
-           "format_interval"]
+           "format_interval", "load_binary"]
 
 MS_PER_DAY: Final = 86_400_000
 _BINARY = struct.Struct("!qii")
@@ -122,3 +122,13 @@ def dump_text(value: object) -> bytes:
 def dump_binary(value: object) -> bytes:
     iv = Interval.of(value)
     return _BINARY.pack(iv.ms * 1000, iv.days, iv.months)
+
+
+def load_binary(raw: bytes) -> str:
+    """A binary interval parameter (asyncpg's and psycopg's ``timedelta``) as its text,
+    which plain SQL reads as any interval literal; microseconds round to milliseconds."""
+    if len(raw) != _BINARY.size:
+        raise ValueError("an interval is 16 bytes")
+    us, days, months = _BINARY.unpack(raw)
+    ms, rest = divmod(us, 1000)
+    return str(Interval(months, days, ms + (rest >= 500)))

@@ -94,3 +94,21 @@ def test_websocket_sends_the_same_text(frozen: CubequeueServer) -> None:
             assert rows == [{"waited": "00:01:30.5", "secs": "90.500000", "n": "1.50"}]
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_interval_parameters_text_and_binary(frozen: CubequeueServer) -> None:
+    sql = "SELECT count(*) FROM system.queue WHERE prefix = 'w' AND now() - created > {}"
+    with psycopg.connect(frozen.dsn, autocommit=True) as conn:  # a timedelta goes binary
+        assert conn.execute(sql.format("%s"), [timedelta(seconds=90)]).fetchone() == (1,)
+        assert conn.execute(sql.format("%s"), [timedelta(seconds=91)]).fetchone() == (0,)
+        assert conn.execute(sql.format("%s::interval"), ["1 min"]).fetchone() == (1,)
+
+    async def main() -> None:
+        conn = await asyncpg.connect(frozen.dsn)
+        try:
+            assert await conn.fetchval(sql.format("$1"), timedelta(days=1, hours=2)) == 0
+            assert await conn.fetchval(sql.format("$1"), timedelta(seconds=90.4994)) == 1  # 90.499 s
+        finally:
+            await conn.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
