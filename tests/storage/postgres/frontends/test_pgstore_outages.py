@@ -92,18 +92,24 @@ def test_freeze_kill_restart(own_cluster: Cluster, caplog: pytest.LogCaptureFixt
     dsn = own_cluster.create_database("outages") + "?silence_timeout=1&connect_timeout=1"
 
     async def body() -> None:
-        store = PostgresStore(dsn, Limits())
+        store = PostgresStore(dsn, Limits(), housekeeping=False)
         await store.start()
         try:
             await store.execute(CacheSet(key="k", value="v"))
-            # frozen: the statement is abandoned after about silence + connect timeout
-            # and reported of unknown effect, not held for the 30 s call timeout
+            # frozen under a statement already sent: it is abandoned after about silence
+            # + connect timeout and reported of unknown effect, not held for the 30 s
+            # call timeout
+            sent = asyncio.ensure_future(store.db.fetch("test", "select pg_sleep(1)"))
+            await asyncio.sleep(0.2)  # sent: the server is sleeping in it
             await asyncio.to_thread(own_cluster.freeze)
             with pytest.raises(StatementInDoubt) as err:
-                await asyncio.wait_for(store.execute(CacheSet(key="k", value="w")), 20)
+                await asyncio.wait_for(sent, 20)
             assert err.value.sqlstate == "08007"
             assert "did not answer" in err.value.message
             assert store.pool_health().errors.get("timeout", 0) >= 1
+            # one after it is never sent (57P03: no connection) or abandoned likewise
+            with pytest.raises(StoreUnavailable):
+                await asyncio.wait_for(store.execute(CacheSet(key="k", value="w")), 20)
             await asyncio.to_thread(own_cluster.thaw)
             await asyncio.wait_for(_served(store), _GUARD_S)
             # killed: RESULT_BLOCKING answers 57P03 within its own 500 ms deadline (the
