@@ -78,7 +78,10 @@ def _integer(lo: int, hi: int = _I64_MAX) -> Callable[[str], int]:
         stripped = text.strip()
         if not _INT_RE.fullmatch(stripped):
             raise _BadValue("is not an integer")
-        value = int(stripped)
+        # past 20 digits it is out of every range; int() refuses 4,300 (a traceback)
+        digits = stripped.lstrip("+-").replace("_", "").lstrip("0")
+        sign = -1 if stripped.startswith("-") else 1
+        value = sign * (int(digits or "0") if len(digits) <= 20 else 10**20)
         if value < lo or value > hi:
             if hi == _I64_MAX:
                 raise _BadValue(f"must be at least {lo}")

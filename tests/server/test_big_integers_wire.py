@@ -8,14 +8,18 @@ string first (grammar.lexical.bounded_int, server/sql/limits.py), so a 5,000-dig
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wsclient import WsClient
 
 from cubequeue.grammar.lexical import INT_RANGES
+from cubequeue.server.cubews.messages import HttpError, HttpResultSet
+from cubequeue.server.options import ConfigError, load_config
 from cubequeue.server.pytest_plugin import CubequeueServer
 
 BIG = "9" * 5000
@@ -141,3 +145,25 @@ def test_plain_sql_numbers_are_range_checked(conn: psycopg.Connection, sql: str,
 def test_plain_sql_parameters_are_range_checked(conn: psycopg.Connection, sql: str) -> None:
     err = _error(conn, sql, (BIG,))
     assert err.sqlstate == "22003", err
+
+
+@pytest.mark.parametrize("text", [BIG, "-" + BIG, "0" * 5000 + "1" + "0" * 25])
+def test_an_option_of_thousands_of_digits_is_one_line_naming_it(text: str) -> None:
+    with pytest.raises(ConfigError, match=r"^invalid value for --max-items: .* must be at least 1"):
+        load_config(["--max-items", "-" + BIG], {})
+    with pytest.raises(ConfigError, match=r"^invalid value for --port: .* must be between 1 and"):
+        load_config(["--port", text], {})
+
+
+def test_the_websocket_wire_names_the_field_too(srv: CubequeueServer) -> None:
+    async def ask() -> list[str]:
+        async with WsClient(srv.ws_url) as client:
+            answers = [await client.query(template.format(n=BIG)) for template, _ in FIELDS]
+            answers.append(await client.query("SELECT 1"))
+        errors = [a.error for a in answers[:-1] if isinstance(a, HttpError)]
+        assert isinstance(answers[-1], HttpResultSet)  # the connection goes on
+        return errors
+
+    errors = asyncio.run(ask())
+    assert [e.split(" must be")[0] for e in errors] == [field for _, field in FIELDS]
+    assert all(len(e) < 200 for e in errors)
