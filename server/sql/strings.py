@@ -99,7 +99,7 @@ def left(s: str, n: int) -> str:
 
 def right(s: str, n: int) -> str:
     if n >= 0:
-        return s[len(s) - n :] if n else ""
+        return s[max(len(s) - n, 0) :] if n else ""
     return s[min(-n, len(s)) :]
 
 

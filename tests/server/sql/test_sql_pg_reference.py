@@ -1,4 +1,4 @@
-"""Intervals, times and jsonb against the reference: a real PostgreSQL (Debian's, started
+"""Intervals, times, jsonb and string functions against the reference: a real PostgreSQL (Debian's, started
 in a temporary directory), given the same inputs (issue 27). Each property asks
 PostgreSQL for a batch of examples in one statement, so a run stays short."""
 
@@ -21,6 +21,7 @@ from cubequeue.server.pgtypes.interval import Interval, format_interval
 from cubequeue.server.sql.intervals import parse_interval_value, shift, since
 from cubequeue.server.sql.json_values import to_jsonb
 from cubequeue.server.sql.sqltypes import zone
+from cubequeue.server.sql.strings import left, replace, right, split_part, strpos, substr
 from cubequeue.server.sql.time_functions import age, date_trunc, extract
 
 MS = st.integers(-(10**11), 10**11)  # about ±3 years of milliseconds
@@ -195,3 +196,30 @@ def test_jsonb_normal_form_is_postgresqls(pg: psycopg.Connection[Any], docs: lis
     row = pg.execute("SELECT " + placeholders, texts).fetchone()
     assert row is not None
     assert [to_jsonb(t) for t in texts] == list(row)
+
+
+TEXTS = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+SMALL = st.integers(-15, 15)
+
+
+@settings(deadline=None, max_examples=60)
+@given(s=TEXTS, other=st.text("ab, ", max_size=3), a=SMALL, b=st.integers(0, 15), n=SMALL)
+def test_string_functions_are_postgresqls(pg: psycopg.Connection[Any], s: str, other: str,
+                                          a: int, b: int, n: int) -> None:
+    calls = [
+        ("substr(%s, %s, %s)", (s, a, b), substr(s, a, b)),
+        ("substr(%s, %s)", (s, a), substr(s, a)),
+        ("left(%s, %s)", (s, n), left(s, n)),
+        ("right(%s, %s)", (s, n), right(s, n)),
+        ("strpos(%s, %s)", (s, other), strpos(s, other)),
+        ("replace(%s, %s, 'xy')", (s, other), replace(s, other, "xy")),
+        ("btrim(%s, %s)", (s, other), s.strip(other)),
+        ("length(%s)", (s,), len(s)),
+    ]
+    if n:
+        calls.append(("split_part(%s, %s, %s)", (s, other, n), split_part(s, other, n)))
+    sql = "SELECT " + ", ".join(f"({c[0]})::text" for c in calls)
+    params = [p for c in calls for p in c[1]]
+    row = pg.execute(sql, params).fetchone()
+    assert row is not None
+    assert [str(c[2]) for c in calls] == list(row)

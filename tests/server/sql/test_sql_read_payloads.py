@@ -70,6 +70,7 @@ def later(store: Store, ms: int) -> Store:
     ("left(value, -5)", "plain"),
     ("right(value, 4)", "text"),
     ("right(value, -6)", "text"),
+    ("right('abc', 5)", "abc"),  # longer than the string: all of it
     ("length(value)", 10),
     ("char_length(value)", 10),
     ("octet_length('é')", 2),
