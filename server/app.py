@@ -255,9 +255,8 @@ def build_context(config: Config) -> ServerContext:
     clock = AdjustableClock(_wall_clock_ms)
     store = build_store(config, clock=clock, limits=limits_from(config),
                         on_departure=_log_departure, wall_ms=_wall_clock_ms)
+    metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes)
     heap = process_heap_policy()
-    metrics = Metrics(store, max_label_bytes=config.max_metrics_label_bytes,
-                      on_census=heap.after_stream)
     executor = Executor(
         store,
         max_blocking_timeout_ms=config.max_blocking_timeout,

@@ -207,24 +207,31 @@ PrefixRow = tuple[str, int, int, int | None, int]
 
 
 class _Labels:
-    """Prefix names as label values, cut once per name (:func:`truncate_label`): a name
-    the store keeps (one string object for the prefix's life) hashes once, so a 1 MiB
-    name costs one encode, not one per scrape. Bounded: forgotten past ``4 x limit``."""
+    """Prefix names as label values, cut once per name (:func:`truncate_label`) and kept
+    while the name stays among the exported ones: a name the store keeps (one string
+    object for the prefix's life) hashes once, so a 1 MiB name costs one encode, not one
+    per scrape. Only the names of the latest census are held (:meth:`settle`), so the
+    cache keeps no name alive that the store has dropped and the rows no longer show."""
 
-    __slots__ = ("_cut", "_limit", "_max_bytes")
+    __slots__ = ("_cut", "_max_bytes", "_next")
 
-    def __init__(self, max_bytes: int, limit: int) -> None:
+    def __init__(self, max_bytes: int) -> None:
         self._cut: dict[str, str] = {}
+        self._next: dict[str, str] = {}
         self._max_bytes = max_bytes
-        self._limit = 4 * limit + 16
 
     def __call__(self, prefix: str) -> str:
-        label = self._cut.get(prefix)
+        label = self._next.get(prefix)
         if label is None:
-            if len(self._cut) >= self._limit:
-                self._cut.clear()
-            label = self._cut[prefix] = truncate_label(prefix, self._max_bytes)
+            label = self._cut.get(prefix)
+            if label is None:
+                label = truncate_label(prefix, self._max_bytes)
+            self._next[prefix] = label
         return label
+
+    def settle(self) -> None:
+        """A census is labelled: keep its names' cuts, forget the others."""
+        self._cut, self._next = self._next, {}
 
 
 class _TopPrefixes:
@@ -314,7 +321,7 @@ def capped_prefixes(prefixes: Sequence[PrefixCountsLike],
     top = _TopPrefixes(limit)
     for part in _samples(prefixes, WALK_SLICE):
         top.add(part)
-    rows = top.rows(_Labels(max_label_bytes, limit))
+    rows = top.rows(_Labels(max_label_bytes))
     return [(label, pending, active) for label, pending, active, _, _ in rows]
 
 
@@ -341,11 +348,10 @@ class _StoreCollector:
         #: the census of the scrape being rendered (set and cleared around one render)
         self.census: _Census | None = None
 
-    def walk(self, stats: StoreStatsLike, on_copy: Callable[[], None] | None = None
-             ) -> tuple[_TopPrefixes, Iterator[list[PrefixSample]]]:
+    def walk(self, stats: StoreStatsLike) -> tuple[_TopPrefixes, Iterator[list[PrefixSample]]]:
         """The ranking to feed and the slices to feed it (each read when asked for)."""
         prefixes = stats.prefixes
-        slices = (prefixes.walk(self._walk_slice, self._stalled_after_ms, on_copy)
+        slices = (prefixes.walk(self._walk_slice, self._stalled_after_ms)
                   if isinstance(prefixes, PrefixCensus)
                   else _samples(prefixes, self._walk_slice))
         return _TopPrefixes(self._limit), slices
@@ -358,7 +364,12 @@ class _StoreCollector:
         top, slices = self.walk(stats)
         for part in slices:
             top.add(part)
-        return _Census(stats, top.rows(self._labels))
+        return _Census(stats, self.label(top))
+
+    def label(self, top: _TopPrefixes) -> list[PrefixRow]:
+        rows = top.rows(self._labels)
+        self._labels.settle()
+        return rows
 
     def describe(self) -> list[Metric]:
         # Returning descriptions stops the registry from calling collect() at register time.
@@ -677,17 +688,12 @@ class Metrics:
                  fresh_prefixes: int = FRESH_PREFIXES,
                  census_max_age_s: float = CENSUS_MAX_AGE_S,
                  first_wait_s: float = FIRST_WAIT_S,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_census: Callable[[], None] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._max_label_bytes = max_label_bytes
         self._fresh_prefixes = fresh_prefixes
         self._census_max_age_s = census_max_age_s
         self._first_wait_s = first_wait_s
-        #: called once a census has copied the store's prefix map (server/heap.py's
-        #: after_stream: freeze that young 10^6-entry list while the store is large, or
-        #: every young collection walks it)
-        self._on_census = on_census
         self._clock = clock
         #: the latest census taken by a scrape, and when (``clock``)
         self._last_census: tuple[_Census, float] | None = None
@@ -718,7 +724,7 @@ class Metrics:
             self._connections.labels(protocol)
             self._connections_total.labels(protocol)
         self._tallies: dict[tuple[str, str], _Tally] = {}
-        self._labels = _Labels(max_label_bytes, prefix_limit)
+        self._labels = _Labels(max_label_bytes)
         self._store = _StoreCollector(store, self._labels, limit=prefix_limit,
                                       walk_slice=max(1, walk_slice),
                                       stalled_after_ms=stalled_after_ms)
@@ -814,11 +820,11 @@ class Metrics:
     async def _take_census(self) -> _Census:
         store = self._store
         stats = store.read()
-        top, slices = store.walk(stats, self._on_census)
+        top, slices = store.walk(stats)
         for part in slices:  # each slice is read from the store when asked for
             top.add(part)
             await asyncio.sleep(0)
-        return _Census(stats, top.rows(self._labels))
+        return _Census(stats, store.label(top))
 
     def render(self) -> tuple[bytes, str]:
         """The Prometheus text body and its Content-Type (no negotiation)."""

@@ -23,7 +23,7 @@ read without scanning items. A prefix's state lives while it holds items or resu
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -41,6 +41,7 @@ class PrefixState:
     __slots__ = (
         "_active_text",
         "_keys",
+        "_slot",
         "active",
         "by_created",
         "by_orphaned",
@@ -60,6 +61,8 @@ class PrefixState:
         #: id order, or None when stale (it is meaningless while nothing is active)
         self._keys: dict[int, str] = {}
         self._active_text: str | None = None
+        #: this state's index in :meth:`Prefixes.in_order` (kept by :class:`Prefixes`)
+        self._slot = -1
         self.heartbeats = SortedList()
         self.by_created = SortedList()
         self.by_orphaned = SortedList()
@@ -252,13 +255,31 @@ class PrefixState:
         )
 
 
-class Prefixes:
-    """The live prefix states, created on first use and dropped once empty."""
+class _Cursor:
+    """A walk's place in :attr:`Prefixes._order`: the next index to read, and the states
+    a drop moved from the unread part into the read part (still to be read)."""
 
-    __slots__ = ("_states",)
+    __slots__ = ("moved", "next")
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.moved: list[PrefixState] = []
+
+
+class Prefixes:
+    """The live prefix states, created on first use and dropped once empty.
+
+    Besides the map by name, the states are kept in a list (a dropped state's place is
+    taken by the last one, O(1)), which :meth:`walk` reads by index in slices across
+    steps: /metrics reads 10^6 prefixes without copying them first."""
+
+    __slots__ = ("_order", "_states", "_walks")
 
     def __init__(self) -> None:
         self._states: dict[str, PrefixState] = {}
+        self._order: list[PrefixState] = []
+        #: the walks under way (a drop tells each one what it moved past it)
+        self._walks: list[_Cursor] = []
 
     def get(self, prefix: str) -> PrefixState | None:
         return self._states.get(prefix)
@@ -267,17 +288,31 @@ class Prefixes:
         state = self._states.get(prefix)
         if state is None:
             state = self._states[prefix] = PrefixState(prefix)
+            state._slot = len(self._order)
+            self._order.append(state)
         return state
 
     def release(self, state: PrefixState) -> bool:
         """Forget ``state`` if it holds nothing any more; whether it was forgotten."""
         if state.empty and self._states.get(state.prefix) is state:
             del self._states[state.prefix]
+            order, slot = self._order, state._slot
+            state._slot = -1
+            last = order.pop()
+            if last is not state:
+                order[slot] = last
+                last._slot = slot
+                for walk in self._walks:  # usually none
+                    if slot < walk.next <= len(order):  # from the unread part to the read
+                        walk.moved.append(last)
             return True
         return False
 
     def clear(self) -> None:
         self._states.clear()
+        for state in self._order:
+            state._slot = -1
+        self._order.clear()
 
     def __iter__(self) -> Iterator[PrefixState]:
         return iter(self._states.values())
@@ -285,9 +320,28 @@ class Prefixes:
     def __len__(self) -> int:
         return len(self._states)
 
-    def by_name(self) -> Mapping[str, PrefixState]:
-        """The live states by prefix (the map itself: read only)."""
-        return self._states
+    def walk(self, size: int) -> Iterator[list[PrefixState]]:
+        """The live states, at most ``size`` per slice, each slice taken when asked for,
+        so steps may run between slices: every state live throughout is read exactly
+        once, a dropped one is not read after its drop, and one created meanwhile may be
+        read or not. O(size) per slice; nothing is copied up front."""
+        cursor = _Cursor()
+        self._walks.append(cursor)
+        try:
+            order, size = self._order, max(1, size)
+            while True:
+                part = order[cursor.next:cursor.next + size]
+                cursor.next += len(part)
+                moved = cursor.moved
+                while moved and len(part) < size:
+                    state = moved.pop()
+                    if state._slot >= 0:  # not dropped since
+                        part.append(state)
+                if not part:
+                    return
+                yield part
+        finally:
+            self._walks.remove(cursor)
 
     def sorted(self) -> list[PrefixState]:
         return [self._states[p] for p in sorted(self._states)]

@@ -27,6 +27,7 @@ __all__ = [
     "PrefixSample",
     "SampledPrefix",
     "StoreStats",
+    "WalkedPrefixes",
 ]
 
 #: every reason an item leaves the queue (``system.queue_log``'s ``reason`` column):
@@ -79,25 +80,27 @@ class DepartureCounts:
 class SampledPrefix(Protocol):
     """What a census reads of one prefix state (``storage/prefixes.py``'s PrefixState)."""
 
-    @property
-    def prefix(self) -> str: ...
-
     def sample(self, now: int, stalled_after_ms: int) -> PrefixSample: ...
+
+
+class WalkedPrefixes(Protocol):
+    """What a census reads of the store's prefixes (``storage/prefixes.py``'s Prefixes)."""
+
+    def walk(self, size: int) -> Iterator[Sequence[SampledPrefix]]: ...
 
 
 class PrefixCensus(Sequence[PrefixCounts]):
     """The live prefixes of an in-memory store, read on demand (see the module docstring).
 
-    ``states`` returns the store's live map of prefix states whenever it is called (a
-    TRUNCATE replaces it). A walk lists the states at its start (a C-level copy of the
-    map's values), so it may span steps that add or drop prefixes: a state that is no
-    longer the map's by the time its slice is read (dropped, truncated, being released)
-    is skipped, and a prefix added meanwhile is missed by this walk. ``clock`` is the
-    store's clock."""
+    ``states`` returns the store's prefixes whenever it is called; a walk reads them a
+    slice at a time with no copy of the whole, so it may span steps that add or drop
+    prefixes and still reads every prefix that stays exactly once (``Prefixes.walk`` in
+    ``storage/prefixes.py``); a TRUNCATE, which replaces them all, ends it. ``clock`` is
+    the store's clock."""
 
     __slots__ = ("_clock", "_count", "_rows", "_states")
 
-    def __init__(self, count: int, states: Callable[[], Mapping[str, SampledPrefix]],
+    def __init__(self, count: int, states: Callable[[], WalkedPrefixes],
                  clock: Callable[[], int]) -> None:
         self._count = count
         self._states = states
@@ -128,22 +131,18 @@ class PrefixCensus(Sequence[PrefixCounts]):
             self._rows = rows
         return rows
 
-    def walk(self, size: int, stalled_after_ms: int,
-             on_copy: Callable[[], None] | None = None) -> Iterator[list[PrefixSample]]:
+    def walk(self, size: int, stalled_after_ms: int) -> Iterator[list[PrefixSample]]:
         """The prefixes as :data:`PrefixSample` rows, at most ``size`` per slice, each
         slice read when asked for at the clock's instant then. An active item is stalled
         when its heartbeat is more than the prefix's own STALLED/TO_CANCEL heartbeat
-        timeout old (the latest one a client sent there), else ``stalled_after_ms``.
-        ``on_copy`` is called once the states are listed, before anything else is
-        allocated (a server freezes that list out of its young collections)."""
-        current, clock, size = self._states, self._clock, max(1, size)
-        states = list(current().values())
-        if on_copy is not None:
-            on_copy()
-        for start in range(0, len(states), size):
-            now, live = clock(), current().get
-            yield [s.sample(now, stalled_after_ms) for s in states[start:start + size]
-                   if live(s.prefix) is s]
+        timeout old (the latest one a client sent there), else ``stalled_after_ms``."""
+        current, clock = self._states, self._clock
+        source = current()
+        for part in source.walk(size):
+            if current() is not source:  # a TRUNCATE: these states are being released
+                return
+            now = clock()
+            yield [s.sample(now, stalled_after_ms) for s in part]
 
 
 @dataclass(frozen=True, slots=True)

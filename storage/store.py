@@ -1,9 +1,10 @@
-"""The in-memory store: the first implementation of the store seam
-(:class:`~cubequeue.storage.interface.StoreBackend`), with the optional state capture.
+"""The in-memory store, :class:`MemoryStore`: the first implementation of the store seam
+(:class:`~cubequeue.storage.interface.StoreBackend`), which the durable store wraps.
 
 Each call is one atomic step (``docs/dialect.md`` §1.6, §7): the clock is read once,
 expired queue rows are swept (§8 rule 9; O(1) when nothing is due, so an idle store does
-no work), the command runs through a dispatch table keyed by command class, and only after
+no work), the command runs through a table keyed by command class (built at construction
+from the commands' step names, storage/steps.py), and only after
 it returned are the step's post-commit effects run: RESULT_BLOCKING callbacks (§8 rule 13)
 and ``on_departure`` hooks. A command that raises has changed nothing, because every
 command validates before it mutates.
@@ -46,7 +47,7 @@ from cubequeue.storage.queue_tables import (
 )
 from cubequeue.storage.record_kinds import CACHE_PUT, RESULT_PUT
 from cubequeue.storage.stats import PrefixCensus, StoreStats
-from cubequeue.storage.steps import find_steps
+from cubequeue.storage.steps import find_steps, no_step
 from cubequeue.storage.sys_steps import (
     cachestore_action,
     cachestore_actions,
@@ -122,9 +123,7 @@ class MemoryStore:
         listing larger than one work budget is a :class:`RowStream` of that step's rows."""
         handler = self._dispatch.get(type(cmd))
         if handler is None:
-            if isinstance(cmd, QueueResultBlocking):
-                raise InternalError("QUEUE RESULT_BLOCKING goes through MemoryStore.result_blocking")
-            raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
+            raise no_step(cmd)
         # _begin and _commit inlined: this is every statement's path (bench/RESULTS.md)
         queue = self._queue
         now = self.clock()
@@ -357,10 +356,9 @@ class MemoryStore:
         self._cache.sweep()
         queue = self._queue
         return StoreStats(
-            # read when asked: its length at once, its rows in slices (/metrics) or whole;
-            # the map is read at each slice (a TRUNCATE replaces queue.prefixes)
-            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes.by_name(),
-                                  self.clock),
+            # read when asked: its length at once, its rows in slices (/metrics) or whole
+            # (a TRUNCATE replaces queue.prefixes: a walk then ends)
+            prefixes=PrefixCensus(len(queue.prefixes), lambda: queue.prefixes, self.clock),
             items_total=len(queue),
             results_total=len(queue.results),
             waiters=queue.waiters.count,

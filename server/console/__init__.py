@@ -38,8 +38,7 @@ def build_console(ctx: ServerContext, authorize: Callable[[str | None], bool]) -
     registry = ctx.metrics.registry
     reader = StoreReader(ctx.store, ctx.clock)
     sampler = Sampler(reader, DepthRing(),
-                      commands_total=lambda: read_counters(registry).commands_total,
-                      on_census=ctx.heap.after_stream)
+                      commands_total=lambda: read_counters(registry).commands_total)
     return Console(
         reader=reader,
         sampler=sampler,

@@ -50,17 +50,15 @@ def _ring_order(s: PrefixSample) -> tuple[int, str]:
     return -s[0], s[1]  # the ring's order: depth (pending + active), then name
 
 
-async def _deepest(prefixes: Sequence[PrefixCounts], keep: int,
-                   on_census: Callable[[], None] | None) -> Sequence[PrefixCounts]:
+async def _deepest(prefixes: Sequence[PrefixCounts], keep: int) -> Sequence[PrefixCounts]:
     """The ``keep`` deepest prefixes holding items, which is all the ring reads of a sample
     (one more than it keeps, so it still knows whether the sample is complete). The
     in-memory store's census is read a slice per loop turn: a store of 10^6 prefixes
-    must not hold the loop every second. ``on_census`` is called once the census has copied
-    the store's prefix map (see :class:`cubequeue.server.metrics.Metrics`)."""
+    must not hold the loop every second."""
     if not isinstance(prefixes, PrefixCensus):
         return prefixes
     kept: list[PrefixSample] = []
-    for part in prefixes.walk(WALK_SLICE, DEFAULT_STALLED_AFTER_MS, on_census):
+    for part in prefixes.walk(WALK_SLICE, DEFAULT_STALLED_AFTER_MS):
         kept = heapq.nlargest(keep, [*kept, *(s for s in part if s[0])], key=_ring_order)
         await asyncio.sleep(0)
     return [PrefixCounts(s[1], s[2], s[3]) for s in kept]
@@ -80,10 +78,8 @@ def next_delay(interval_s: float, took_s: float) -> float:
 class Sampler:
     def __init__(self, reader: StoreReader, ring: DepthRing,
                  commands_total: Callable[[], float],
-                 interval_s: float = SAMPLE_INTERVAL_S,
-                 on_census: Callable[[], None] | None = None) -> None:
+                 interval_s: float = SAMPLE_INTERVAL_S) -> None:
         self.reader = reader
-        self._on_census = on_census
         self.ring = ring
         self.rate = CommandRate()
         self._commands_total = commands_total
@@ -92,7 +88,7 @@ class Sampler:
 
     async def sample_once(self) -> None:
         stats = await self.reader.stats()
-        deepest = await _deepest(stats.prefixes, self.ring.per_sample + 1, self._on_census)
+        deepest = await _deepest(stats.prefixes, self.ring.per_sample + 1)
         self.ring.record(self.reader.now_ms(), deepest)
         self.rate.observe(time.monotonic(), self._commands_total())
 
