@@ -20,8 +20,10 @@ store's, in :class:`.expressions.Ctx`).
 from __future__ import annotations
 
 import calendar
-from datetime import datetime, tzinfo
+import re
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
+from functools import lru_cache
 from typing import Final, cast
 
 from sqlglot import exp
@@ -256,6 +258,20 @@ def _word(node: exp.Expr | None) -> str:
     raise FeatureNotSupported("the unit must be written in the statement (a literal)")
 
 
+_UTC_NAMES: Final = frozenset({"UTC", "GMT", "Z", "ZULU", "ETC/UTC", "UCT", "UNIVERSAL",
+                               "ETC/GMT"})
+_OFFSET: Final = re.compile(r"\s*[+-]?\d{1,2}(?::?\d\d)?\s*")
+
+
+@lru_cache(maxsize=64)
+def _named_zone(name: str) -> tzinfo:
+    """``date_trunc``'s third argument; an unknown zone is 22023, as in PostgreSQL."""
+    tz = zone(name)
+    if tz is UTC and name.strip().upper() not in _UTC_NAMES and not _OFFSET.fullmatch(name):
+        raise InvalidParameterValue(f'time zone "{name}" not recognized')
+    return tz
+
+
 def _date_trunc(node: exp.TimestampTrunc, scope: Scope) -> Compiled:
     unit = _word(node.args.get("unit"))
     _unit(unit, _TS_NAME)  # 22023 at plan time, as a literal is read then
@@ -274,7 +290,7 @@ def _date_trunc(node: exp.TimestampTrunc, scope: Scope) -> Compiled:
             name = zone_fn(row, ctx)
             if name is None:
                 return None
-            tz = zone(str(name))
+            tz = _named_zone(str(name))
         return date_trunc(unit, int(v), tz)
 
     return Compiled(run, T.TIMESTAMPTZ, "date_trunc", const=ts.const)

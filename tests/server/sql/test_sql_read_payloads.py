@@ -254,6 +254,11 @@ def test_date_trunc_extract_and_age(store: Store) -> None:
     assert one(store, "SELECT date_trunc('day', created)" + where, "Europe/Berlin") == \
         T0 - 80_000_000 - 3_600_000
     assert one(store, "SELECT date_trunc('week', created)" + where) == 1_699_833_600_000
+    assert one(store, "SELECT date_trunc('day', created, 'Europe/Berlin')" + where) == \
+        T0 - 80_000_000 - 3_600_000
+    with pytest.raises(QueueError) as zone_error:
+        run(store, "SELECT date_trunc('day', created, 'Mars/Base')" + where)
+    assert zone_error.value.message == 'time zone "Mars/Base" not recognized'
     assert one(store, "SELECT extract(hour FROM created)" + where) == Decimal(22)
     assert str(one(store, "SELECT extract(epoch FROM created)" + where)) == "1700000000.000000"
     assert str(one(store, "SELECT extract(second FROM created)" + where)) == "20.000000"
