@@ -403,17 +403,17 @@ def main(argv: list[str] | None = None) -> int:
 
 #: the parts ``--account`` times: (module, class or None, function, label)
 ACCOUNT_TIMED: tuple[tuple[str, str | None, str, str], ...] = (
-    ("cubequeue.server.cubews.lane", "Lane", "data_received", "transport callback (all below)"),
+    ("cubequeue.server.cubews.inline_frames", "InlineFrames", "data_received", "transport callback (all below)"),
     ("cubequeue.server.cubews.session", None, "decode_message", "  decode the request"),
     ("cubequeue.server.executor", "Executor", "statement", "  run the statement"),
     ("cubequeue.server.cubews.session", None, "encode_result_set", "  encode the answer"),
-    ("cubequeue.server.cubews.lane", "Lane", "flush", "  write to the socket"),
-    ("cubequeue.server.cubews.lane", "Lane", "_feed", "  library parser (ping/pong/close)"),
+    ("cubequeue.server.cubews.inline_frames", "InlineFrames", "flush", "  write to the socket"),
+    ("cubequeue.server.cubews.inline_frames", "InlineFrames", "_feed", "  library parser (ping/pong/close)"),
     ("cubequeue.server.cubews.session", "WsSession", "settle", "a wait's answer (settle)"),
 )
 #: the events ``--account`` counts: (module, class, function, label)
 ACCOUNT_COUNTED: tuple[tuple[str, str | None, str, str], ...] = (
-    ("cubequeue.server.cubews.lane", "Lane", "send", "answer frames out"),
+    ("cubequeue.server.cubews.inline_frames", "InlineFrames", "send", "answer frames out"),
     ("websockets.protocol", "Protocol", "send_frame", "library frames out (pings, pongs, close)"),
     ("websockets.asyncio.connection", "Connection", "ping", "pings sent"),
     ("websockets.asyncio.connection", "Connection", "acknowledge_pings", "pongs received"),

@@ -7,8 +7,8 @@ is built. Lark's exceptions become one 42601 error here (``diagnostics.py``) and
 leave the package. Repeated statements go through the shape-keyed cache of
 ``shapes.py``.
 
-Start-up: building the LALR tables from ``queue.lark`` takes 100-250 ms, so the built
-parser is cached with Lark's own ``cache=`` option, in a file named after a hash of
+Start-up: building the LALR tables from ``queue.lark`` is a noticeable part of a start
+(bench/RESULTS-notes.md), so the built parser is cached with Lark's own ``cache=`` option, in a file named after a hash of
 everything that shapes it (:func:`_cache_files`). Lark checks the file's hash line and
 rebuilds when it does not match or cannot be read (a half-written file fails its pickle
 and is rebuilt too), so a missing, unreadable or stale cache only means building again.

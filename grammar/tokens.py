@@ -58,9 +58,9 @@ __all__ = [
     "tokenize",
 ]
 
-# Identifier characters as regex classes. Negated ASCII classes compile in well under a
-# millisecond, where the equivalent [A-Za-z_\u0080-\U0010FFFF] takes Python's re 10-30 ms
-# each; tests/grammar/test_grammar_tokens.py checks every code point.
+# Identifier characters as regex classes. Negated ASCII classes compile at once, where
+# Python's re compiles the equivalent [A-Za-z_\u0080-\U0010FFFF] far more slowly (figures
+# in bench/RESULTS-notes.md); tests/grammar/test_grammar_tokens.py checks every code point.
 #: a word's first character: an ASCII letter, ``_``, or any non-ASCII character
 ID_START: Final = r"[^\x00-\x40\x5b-\x5e\x60\x7b-\x7f]"
 #: a word's later characters: ID_START, digits and ``$``

@@ -85,9 +85,9 @@ class HeapPolicy:
 
     def after_stream(self) -> None:
         """A step handed back a stream: a listing of a large prefix, whose order copy (one
-        list of up to 10⁶ ints) every young collection would walk while it is young (17 ms
-        each at 10⁶, measured). While the store is large, freeze at once instead of at the
-        next tick; a small store's streams are small, and nothing is done."""
+        list of up to 10⁶ ints) every young collection would walk while it is young (each
+        walk measured in bench/RESULTS-notes.md). While the store is large, freeze at once
+        instead of at the next tick; a small store's streams are small, and nothing is done."""
         if self.frozen:
             self.gc.freeze()
 

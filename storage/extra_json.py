@@ -20,8 +20,8 @@ sees it: Python's recursive decoder and our printer would otherwise raise Recurs
 (an internal error) on every later merge.
 
 Two printers give the same text. The reference one is a Python tree walk that prints
-every float with :func:`format_f64`: about 35 ms per MiB of strings and 240 ms per MiB of
-numbers, all of it on the event loop. ``json.dumps`` (compact, sorted, no ASCII escaping)
+every float with :func:`format_f64`: slow per MiB of strings and slower per MiB of
+numbers (bench/RESULTS-notes.md), all of it on the event loop. ``json.dumps`` (compact, sorted, no ASCII escaping)
 prints the same text at C speed unless a float would print with an exponent, the only
 place where ``repr``'s layout (``json.dumps`` prints floats by ``repr``) and ryu's differ.
 The parse callbacks already see every number, so they note such a float
@@ -114,7 +114,7 @@ def _nesting(limit: int) -> re.Pattern[str]:
     return re.compile(rf"{_FILL}(?:{group}{_FILL})*+")
 
 
-_nesting(MAX_EXTRA_DEPTH)  # compiled at import (16 ms), not on the first merge's step
+_nesting(MAX_EXTRA_DEPTH)  # compiled at import (it takes a while), not on the first merge's step
 
 
 def _matched(pattern: re.Pattern[str], text: str) -> int:

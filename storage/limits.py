@@ -36,7 +36,8 @@ class Limits:
     #: an item's ``extra`` (the MERGE_EXTRA argument and the merged text) in UTF-8 bytes;
     #: larger is refused (54000): every later merge parses and prints it on the loop. Cube
     #: writes tiny patches (``{"startQueryTime":…}``); at 64 KiB the worst text (every
-    #: number a float in ryu's layout) merges in ~20 ms, at 1 MiB in ~350 ms
+    #: number a float in ryu's layout) merges in a short hold of the loop, at 1 MiB in a
+    #: long one (figures in bench/RESULTS-notes.md)
     max_extra_bytes: int = 65_536
     #: rows kept in system.queue_log
     queue_log_size: int = 10_000

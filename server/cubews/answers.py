@@ -1,8 +1,8 @@
 """The two answer frames (``HttpResultSet``, ``HttpError``) written without ``flatbuffers.Builder``.
 
 Every statement over the WebSocket is answered with one of these, and the Python
-runtime's Builder costs a few method calls and a bounds check per byte-sized step
-(about half of a statement's server time for an empty ``QUEUE LIST``). This writer
+runtime's Builder costs a few method calls and a bounds check per byte-sized step, a
+large share of a short statement's server time (bench/RESULTS-notes.md). This writer
 follows the Builder's algorithm step for step (back to front, the same alignment
 padding, the same vtable deduplication, the same ``Finish``), so the bytes are identical
 to :func:`~.codec.encode`'s (``tests/server/cubews/test_ws_answers.py`` checks both against each
@@ -33,7 +33,7 @@ _HTTP_RESULT_SET: Final = int(CommandType.HTTP_RESULT_SET)
 T = TypeVar("T")
 
 
-class _Back:
+class _BackToFront:
     """A flatbuffer written back to front: ``size`` is the Builder's ``Offset()``."""
 
     __slots__ = ("minalign", "parts", "size", "vtables")
@@ -172,7 +172,7 @@ class ResultSetWriter:
     __slots__ = ("_columns_vec", "_out", "_rows")
 
     def __init__(self, columns: Sequence[str]) -> None:
-        out = self._out = _Back()
+        out = self._out = _BackToFront()
         names = tuple(columns)
         head = _HEADS.get(names)
         if head is None:
@@ -299,7 +299,7 @@ class ResultSetWriter:
 
     def rows_vector(self, start: int = 0, stop: int | None = None) -> bytes:
         """Entries ``start:stop`` of the rows' offset vector (its length first when
-        ``start`` is 0), as :meth:`_Back.offsets` writes it after the rows: a huge
+        ``start`` is 0), as :meth:`_BackToFront.offsets` writes it after the rows: a huge
         listing's vector is so built a slice per event-loop turn."""
         rows = self._rows
         n = len(rows)
@@ -338,7 +338,7 @@ def _vector(n: int) -> struct.Struct:
     return vector
 
 
-def _write_vtable(out: _Back, key: tuple[int, ...]) -> None:
+def _write_vtable(out: _BackToFront, key: tuple[int, ...]) -> None:
     """The first one-field or empty table of a buffer: its vtable, as ``end_table``
     writes it (``out.size`` is the object's offset, its soffset not yet written)."""
     if key == _ONE_FIELD:
@@ -361,6 +361,6 @@ def result_set_frame(message_id: int, connection_id: str | None, columns: Sequen
 
 def error_frame(message_id: int, connection_id: str | None, text: str) -> bytes:
     """``HttpMessage{HttpError}``."""
-    out = _Back()
+    out = _BackToFront()
     table = out.table((out.string(text),))
     return out.finish_message(message_id, connection_id, _HTTP_ERROR, table)

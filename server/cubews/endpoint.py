@@ -7,7 +7,7 @@ module only moves frames and runs waits:
   (cache, queue, the RESULT_BLOCKING long polls and the ACKs that wake them) over one
   socket and matches answers by ``message_id``, so messages are answered in any order.
   A statement the store answers at once (most of them) is run and answered inside the
-  transport's ``data_received`` (:mod:`.lane`). A RESULT_BLOCKING is held on callbacks,
+  transport's ``data_received`` (:mod:`.inline_frames`). A RESULT_BLOCKING is held on callbacks,
   as on the PostgreSQL wire (``Executor.begin_blocking``, one
   :class:`~cubequeue.server.blocking_wait.BlockingWait`: no task), and answered when it
   ends; a store step that answers later gets a task (``Executor.complete``). Pongs and
@@ -41,7 +41,7 @@ from websockets.frames import CloseCode
 from cubequeue.grammar.errors import QueueError
 from cubequeue.server.cubews.dedup import DedupTable, Key
 from cubequeue.server.cubews.frame_sink import Frame, FrameParts, FrameSink
-from cubequeue.server.cubews.lane import Lane
+from cubequeue.server.cubews.inline_frames import InlineFrames
 from cubequeue.server.cubews.session import (
     Await,
     Close,
@@ -170,7 +170,7 @@ class _Socket:
             max_blocking_message_bytes=config.max_blocking_message_bytes,
             statement_timeout_ms=config.statement_timeout,
         )
-        self.lane = Lane(ws, self._receive)
+        self.frames = InlineFrames(ws, self._receive)
         #: waits that die with the socket (no connection_id: nobody else wants the answer)
         self._private: set[asyncio.Task[None] | BlockingWait] = set()
         #: waits whose answer is shared through the dedup table (kept when the socket goes)
@@ -183,10 +183,10 @@ class _Socket:
 
     async def serve(self) -> None:
         self._confirmer = asyncio.get_running_loop().create_task(self._confirm_forever())
-        self.lane.attach()
+        self.frames.attach()
         try:
-            # Only what the lane hands on arrives here: a text message, a fragmented one,
-            # and any message parsed before the lane took over.
+            # Only what InlineFrames hands on arrives here: a text message, a fragmented one,
+            # and any message parsed before it took over.
             async for message in self.ws:
                 if isinstance(message, str):
                     for event in self.session.receive(message):
@@ -197,7 +197,7 @@ class _Socket:
                 try:
                     self._receive(message)
                 finally:
-                    self.lane.ran()
+                    self.frames.ran()
         except ConnectionClosed as exc:
             if exc.rcvd is None and exc.sent is not None and exc.sent.code == CloseCode.MESSAGE_TOO_BIG:
                 _log.warning("ws connection %d: %s", self.info.id, exc.sent.reason,
@@ -242,11 +242,11 @@ class _Socket:
         """Send one answer; False when the socket is gone (the answer stays cached).
         A huge one goes out a fragment per turn; it is confirmed once all written."""
         if isinstance(data, FrameParts):
-            if not self.lane.open:
+            if not self.frames.open:
                 return False
             self._spawn(self._send_parts(data, key), self._private)
             return True
-        if not self.lane.send(data):
+        if not self.frames.send(data):
             return False
         if key is not None:
             self._confirm(key)
@@ -258,7 +258,7 @@ class _Socket:
             self._wake.set()
 
     async def _send_parts(self, data: FrameParts, key: Key | None) -> None:
-        if await self.lane.send_parts(data) and key is not None:
+        if await self.frames.send_parts(data) and key is not None:
             self._confirm(key)
 
     async def _confirm_forever(self) -> None:

@@ -5,13 +5,14 @@ the rows cannot go out as they come the way DataRows do on the PostgreSQL wire. 
 can be spread is the work: the executor hands each slice of the store's
 :class:`~cubequeue.storage.interface.RowStream` to :meth:`FrameSink.write`, which turns
 it into cell texts and writes its row tables (:class:`~.answers.ResultSetWriter`) in
-:meth:`FrameSink.drain`, :data:`ROWS_PER_TURN` rows per event-loop turn: a store slice
-(its work budget, 1024 rows by default) encoded at once held the loop ~9 ms here, a
-quarter of it ~2 ms. The frame is then sealed (:meth:`FrameSink.seal`): a listing of
-more than :data:`JOIN_ROWS` rows builds its rows' offset vector :data:`VECTOR_PER_TURN`
-entries per turn and is never joined: it stays :class:`FrameParts`, which the lane sends
-as a fragmented message, a fragment per turn (a million rows joined and written at
-once held the loop ~200 ms).
+:meth:`FrameSink.drain`, :data:`ROWS_PER_TURN` rows per event-loop turn, a quarter of a
+store slice (its work budget, 1024 rows by default), which encoded at once held the loop
+too long. The frame is then sealed (:meth:`FrameSink.seal`): a listing of more than
+:data:`JOIN_ROWS` rows builds its rows' offset vector :data:`VECTOR_PER_TURN` entries per
+turn and is never joined: it stays :class:`FrameParts`, which :mod:`.inline_frames` sends
+as a fragmented message, a fragment per turn (a million rows joined and written at once
+held the loop for one long turn). The figures: bench/RESULTS-notes.md, "Timings kept out
+of the code".
 """
 
 from __future__ import annotations

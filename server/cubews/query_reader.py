@@ -43,7 +43,7 @@ _HTTP_QUERY: Final = 1
 _INT64, _BOOL, _STRING, _BINARY, _FLOAT64, _NULL = 1, 2, 3, 4, 5, 6
 
 
-class _Decline(Exception):
+class _ForGeneralReader(Exception):
     """Not read here: the general reader decides."""
 
 
@@ -52,7 +52,7 @@ def _fields(buf: bytes, size: int, pos: int, widths: tuple[int, ...]) -> list[in
     checked to lie inside its object, as ``codec._Reader.table`` and ``_Table.field``."""
     vtable = pos - _i32(buf, pos)[0]
     if vtable < 0:
-        raise _Decline
+        raise _ForGeneralReader
     vt_size, obj_size = _head(buf, vtable)
     if (
         vt_size < 4
@@ -61,7 +61,7 @@ def _fields(buf: bytes, size: int, pos: int, widths: tuple[int, ...]) -> list[in
         or obj_size < 4
         or pos + obj_size > size
     ):
-        raise _Decline
+        raise _ForGeneralReader
     n = len(widths)
     if vt_size >= 4 + 2 * n:  # every slot asked for is in the vtable: one read
         offsets: tuple[int, ...] = _slots[n](buf, vtable + 4)
@@ -71,18 +71,18 @@ def _fields(buf: bytes, size: int, pos: int, widths: tuple[int, ...]) -> list[in
     out = []
     for offset, width in zip(offsets, widths, strict=True):
         if offset and offset + width > obj_size:
-            raise _Decline
+            raise _ForGeneralReader
         out.append(pos + offset if offset else 0)
     return out
 
 
-def _field1(buf: bytes, size: int, pos: int, width: int) -> int:
+def _only_field(buf: bytes, size: int, pos: int, width: int) -> int:
     """:func:`_fields` for a table of one field (a parameter's value): the same checks
     without the tuple, the list and the loop, since a statement's parameters are most of
     the tables of its message."""
     vtable = pos - _i32(buf, pos)[0]
     if vtable < 0:
-        raise _Decline
+        raise _ForGeneralReader
     offset: int
     vt_size, obj_size, offset = _vt1(buf, vtable) if vtable + 6 <= size else (0, 0, 0)
     if (
@@ -92,13 +92,13 @@ def _field1(buf: bytes, size: int, pos: int, width: int) -> int:
         or obj_size < 4
         or pos + obj_size > size
     ):
-        raise _Decline
+        raise _ForGeneralReader
     if vt_size < 6:
         return 0
     if not offset:
         return 0
     if offset + width > obj_size:
-        raise _Decline
+        raise _ForGeneralReader
     return pos + offset
 
 
@@ -110,18 +110,18 @@ def _string(buf: bytes, size: int, field: int) -> str | None:
     start = target + 4
     end = start + _u32(buf, target)[0]
     if end > size:
-        raise _Decline
+        raise _ForGeneralReader
     try:
         return buf[start:end].decode("utf-8")
     except UnicodeDecodeError:
-        raise _Decline from None
+        raise _ForGeneralReader from None
 
 
 def _parameter(buf: bytes, size: int, pos: int) -> ParamValue:
     # the Param table (value_type: u8, value: offset), as _fields reads it, inline
     vtable = pos - _i32(buf, pos)[0]
     if vtable < 0 or vtable + 8 > size:
-        raise _Decline  # (a vtable without the value slot has no value: declined too)
+        raise _ForGeneralReader  # (a vtable without the value slot has no value: declined too)
     vt_size, obj_size, tag_off, value_off = _vt2(buf, vtable)
     if (
         vt_size < 8
@@ -133,38 +133,38 @@ def _parameter(buf: bytes, size: int, pos: int) -> ParamValue:
         or value_off + 4 > obj_size
         or (tag_off and tag_off + 1 > obj_size)
     ):
-        raise _Decline
+        raise _ForGeneralReader
     tag = _u8(buf, pos + tag_off)[0] if tag_off else 0
     value_at = pos + value_off
     value = value_at + _u32(buf, value_at)[0]
     if tag == _STRING:
-        text = _string(buf, size, _field1(buf, size, value, 4))
+        text = _string(buf, size, _only_field(buf, size, value, 4))
         if text is None:
-            raise _Decline
+            raise _ForGeneralReader
         return text
     if tag == _INT64:
-        at = _field1(buf, size, value, 8)
+        at = _only_field(buf, size, value, 8)
         return _i64(buf, at)[0] if at else 0
     if tag == _NULL:
         _fields(buf, size, value, ())
         return None
     if tag == _BOOL:
-        at = _field1(buf, size, value, 1)
+        at = _only_field(buf, size, value, 1)
         return bool(_u8(buf, at)[0]) if at else False
     if tag == _FLOAT64:
-        at = _field1(buf, size, value, 8)
+        at = _only_field(buf, size, value, 8)
         return float(_f64(buf, at)[0]) if at else 0.0
     if tag == _BINARY:
-        at = _field1(buf, size, value, 4)
+        at = _only_field(buf, size, value, 4)
         if not at:
-            raise _Decline
+            raise _ForGeneralReader
         target = at + _u32(buf, at)[0]
         start = target + 4
         end = start + _u32(buf, target)[0]
         if end > size:
-            raise _Decline
+            raise _ForGeneralReader
         return buf[start:end]
-    raise _Decline
+    raise _ForGeneralReader
 
 
 def read_query(data: bytes) -> HttpMessage | None:
@@ -202,6 +202,6 @@ def read_query(data: bytes) -> HttpMessage | None:
             parameters=parameters,
             response_format=_u8(buf, format_at)[0] if format_at else 0,
         )
-    except (_Decline, struct.error):
+    except (_ForGeneralReader, struct.error):
         return None
     return HttpMessage(message_id, query, connection_id)

@@ -44,7 +44,7 @@ __all__ = [
 MAX_STARTUP_PACKET: Final = 10_000
 DEFAULT_MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 
-# Precompiled network-order readers (psycopg's ``_struct.py`` idea).
+# Precompiled network-order readers (as psycopg precompiles its own).
 _unpack_i16 = struct.Struct("!h").unpack_from
 _unpack_i32 = struct.Struct("!i").unpack_from
 _unpack_u32 = struct.Struct("!I").unpack_from
@@ -230,15 +230,15 @@ def _startup(body: bytes) -> m.FrontendMessage:
 # The extended protocol sends Bind/Describe/Execute/Sync for every statement, so these
 # read their body with ``find``/``unpack_from`` on the body itself instead of going through
 # a :class:`_Reader`. Anything unusual (a missing terminator, a bad count, bad UTF-8,
-# trailing bytes) raises ``_Slow`` or a builtin error, and the message is read again by
+# trailing bytes) raises ``_ForCheckedReader`` or a builtin error, and the message is read again by
 # the checked reader above, which raises the exact :class:`FramingError`.
 
 
-class _Slow(Exception):
+class _ForCheckedReader(Exception):
     """The fast reader met something it does not check; the checked reader decides."""
 
 
-_FAST_ERRORS: Final = (_Slow, ValueError, IndexError, struct.error)
+_FAST_ERRORS: Final = (_ForCheckedReader, ValueError, IndexError, struct.error)
 _H_FORMATS: Final = {n: struct.Struct(f"!{n}h") for n in range(1, 17)}
 
 
@@ -251,7 +251,7 @@ def _fast_codes(body: bytes, pos: int) -> tuple[tuple[int, ...], int]:
         (code,) = _unpack_i16(body, pos)
         return (code,), pos + 2
     if n < 0:
-        raise _Slow
+        raise _ForCheckedReader
     fmt = _H_FORMATS.get(n) or struct.Struct(f"!{n}h")
     return fmt.unpack_from(body, pos), pos + 2 * n
 
@@ -265,7 +265,7 @@ def _fast_bind(body: bytes) -> m.Bind:
     (count,) = _unpack_i16(body, pos)
     pos += 2
     if count < 0:
-        raise _Slow
+        raise _ForCheckedReader
     params: list[bytes | None] = []
     append = params.append
     for _ in range(count):
@@ -275,12 +275,12 @@ def _fast_bind(body: bytes) -> m.Bind:
             append(None)
             continue
         if size < -1 or pos + size > len(body):
-            raise _Slow
+            raise _ForCheckedReader
         append(body[pos : pos + size])
         pos += size
     results, pos = _fast_codes(body, pos)
     if pos != len(body):
-        raise _Slow
+        raise _ForCheckedReader
     return m.Bind(portal, statement, formats, tuple(params), results)
 
 
@@ -291,7 +291,7 @@ def _fast_parse(body: bytes) -> m.Parse:
     query = body[end + 1 : pos].decode("utf-8")
     (count,) = _unpack_i16(body, pos + 1)
     if count < 0 or pos + 3 + 4 * count != len(body):
-        raise _Slow
+        raise _ForCheckedReader
     oids = struct.unpack_from(f"!{count}I", body, pos + 3) if count else ()
     return m.Parse(name, query, oids)
 
@@ -299,7 +299,7 @@ def _fast_parse(body: bytes) -> m.Parse:
 def _fast_execute(body: bytes) -> m.Execute:
     end = body.index(0)
     if end + 5 != len(body):
-        raise _Slow
+        raise _ForCheckedReader
     (max_rows,) = _unpack_i32(body, end + 1)
     return m.Execute(body[:end].decode("utf-8") if end else "", max_rows)
 
@@ -307,13 +307,13 @@ def _fast_execute(body: bytes) -> m.Execute:
 def _fast_describe(body: bytes) -> m.Describe:
     kind = body[0]
     if (kind != 0x50 and kind != 0x53) or body.index(0, 1) != len(body) - 1:
-        raise _Slow
+        raise _ForCheckedReader
     return m.Describe("P" if kind == 0x50 else "S", body[1:-1].decode("utf-8"))
 
 
 def _fast_query(body: bytes) -> m.Query:
     if body.index(0) != len(body) - 1:
-        raise _Slow
+        raise _ForCheckedReader
     return m.Query(body[:-1].decode("utf-8"))
 
 

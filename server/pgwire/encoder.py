@@ -31,7 +31,7 @@ __all__ = [
     "encode_many",
 ]
 
-# Precompiled network-order writers (psycopg's ``_struct.py`` idea).
+# Precompiled network-order writers (as psycopg precompiles its own).
 pack_int2: Final = struct.Struct("!h").pack
 pack_int4: Final = struct.Struct("!i").pack
 pack_uint4: Final = struct.Struct("!I").pack

@@ -1,12 +1,14 @@
 """What one plain-SQL statement may cost, checked before sqlglot reads it.
 
-sqlglot runs on the event loop and costs about 8 µs and a few kilobytes per token (a
-6.6 MiB SELECT with a long IN list held the loop 22.7 s and 1.2 GiB), so a statement is
+sqlglot runs on the event loop and its time and memory grow with the tokens it reads (a
+SELECT of a few MiB with a long IN list held the loop for seconds and took a GiB; the
+figures are in bench/RESULTS-notes.md, "Timings kept out of the code"), so a statement is
 measured first, with the grammar's tokenizer, which stops counting at the limit:
 
 * its size in UTF-8 bytes: ``--max-sql-statement-bytes`` (default 1 MiB);
 * its tokens (a quoted string, whatever its length, is one): :data:`MAX_SQL_TOKENS`,
-  about 80 ms of parsing; a psql catalog query has a few hundred;
+  which bounds sqlglot's parse to a short hold of the loop; a psql catalog query has a
+  few hundred;
 * once parsed, its expression nodes, :data:`MAX_EXPRESSION_NODES` (each one is a closure
   run per row), and the items of one ``IN (…)`` list, :data:`MAX_IN_LIST_ITEMS`.
 

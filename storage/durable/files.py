@@ -109,8 +109,8 @@ def preallocate(files: Files, handle: int, size: int, *, written: bool) -> None:
     written, so an ``fdatasync`` after overwriting it commits no extent metadata, as
     PostgreSQL and etcd fill theirs: ``--fsync always``). Otherwise the blocks are only
     allocated (``posix_fallocate``: they read as zeros), which makes each later
-    ``write(2)`` into the page cache about 4x cheaper (0.6 against 2.4 us for 200 bytes
-    on ext4) at the price of extent conversion in the once-a-second fsync: the trade
+    ``write(2)`` into the page cache several times cheaper on ext4 (bench/RESULTS-notes.md)
+    at the price of extent conversion in the once-a-second fsync: the trade
     ``no`` and ``everysec``, whose writes run on the event loop, want. A simulated disk
     is always zero-filled (same contents)."""
     if not written and isinstance(files, OsFiles):

@@ -29,7 +29,7 @@ LEGITIMATE = {
     "config.py": "a Config dataclass field read by its name",
     "logs.py": "a LogRecord's extras, which logging sets as attributes",
     "console/process.py": "os.sysconf exists only on POSIX",
-    "cubews/lane.py": "websockets' connection: its size limits, the frames it parsed "
+    "cubews/inline_frames.py": "websockets' connection: its size limits, the frames it parsed "
                       "before the lane took over, its parser's buffer",
     "cubews/endpoint.py": "websockets sets ServerConnection.username only after Basic auth",
     "pgwire/startup.py": "the session's hooks (the connection) may lack peer and conn_id "

@@ -1,5 +1,6 @@
-"""The socket's lane (``server/cubews/lane.py``): what reaches the store through the
-inline path, what still goes through websockets' own connection, and flow control.
+"""The socket's inline frames (``server/cubews/inline_frames.py``): what reaches the
+store through the inline path, what still goes through websockets' own connection, and
+flow control.
 
 Each test keeps to its own cache keys and queue prefix, since the server is shared.
 """

@@ -3,9 +3,10 @@
 websockets' asyncio ``Connection`` turns every frame into a message queued in an
 assembler, wakes the reader coroutine, and sends each answer through an async context
 (state check, ``drain``): a task and several loop turns per message (what that cost is
-in bench/RESULTS-notes.md, "the WebSocket lane"). After the upgrade, :meth:`Lane.attach`
-puts this protocol between the transport and that connection, and drives the same
-sans-I/O ``ServerProtocol`` (websockets' supported sans-I/O API) itself:
+in bench/RESULTS-notes.md, "the WebSocket lane"). After the upgrade,
+:meth:`InlineFrames.attach` puts this protocol between the transport and that
+connection, and drives the same sans-I/O ``ServerProtocol`` (websockets' supported
+sans-I/O API) itself:
 
 * a complete binary frame goes straight to ``on_message`` inside ``data_received``
   (the answers it queues go out in one ``transport.write`` at the end of the callback):
@@ -25,14 +26,14 @@ sans-I/O ``ServerProtocol`` (websockets' supported sans-I/O API) itself:
   does not read its answers stops being read.
 
 A huge answer (:class:`~.frame_sink.FrameParts`, a listing of a million rows) is sent
-by :meth:`Lane.send_parts` as a fragmented message (RFC 6455 §5.4), a fragment of
+by :meth:`InlineFrames.send_parts` as a fragmented message (RFC 6455 §5.4), a fragment of
 :data:`FRAGMENT_BYTES` per loop turn, waiting while the transport's buffer is over its
 high-water mark: written at once it was copied whole into the transport's buffer in one
 turn. Control frames (pings, pongs, close) may come between fragments; other answers of
 the socket are held until the message is out.
 
 Sans-I/O in spirit: no socket calls other than the transport's ``write``; asyncio only
-for the ``Protocol`` base class and the waits of :meth:`Lane.send_parts`.
+for the ``Protocol`` base class and the waits of :meth:`InlineFrames.send_parts`.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
     from cubequeue.server.cubews.frame_sink import FrameParts
 
-__all__ = ["FRAGMENT_BYTES", "Lane"]
+__all__ = ["FRAGMENT_BYTES", "InlineFrames"]
 
 #: payload bytes per fragment of a huge answer (one fragment per loop turn)
 FRAGMENT_BYTES = 1 << 20
@@ -75,7 +76,7 @@ _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 _OPEN = State.OPEN
 
 
-class Lane(asyncio.Protocol):
+class InlineFrames(asyncio.Protocol):
     """The transport's protocol for one upgraded socket (see the module docstring)."""
 
     def __init__(self, conn: ServerConnection, on_message: Callable[[bytes], None]) -> None:
@@ -87,7 +88,7 @@ class Lane(asyncio.Protocol):
         self.batching = False
         #: inside a fragmented message: its frames go to the connection's assembler
         self._fragments = False
-        #: reading paused by this lane (write buffer full), not by the assembler
+        #: reading paused here (write buffer full), not by the assembler
         self._held = False
         #: messages handed to the connection and not yet run: while there are any, whole
         #: frames queue behind them, so statements still run in the order they arrived
@@ -337,7 +338,7 @@ class Lane(asyncio.Protocol):
             self._out += chunks
 
     def flush(self) -> None:
-        """Write what is queued (this lane's frames, then the protocol's) in one write,
+        """Write what is queued (these frames, then the protocol's) in one write,
         then EOF if the protocol asks."""
         if self._streams:
             return  # a fragmented message is being sent: held until it is out
