@@ -12,8 +12,13 @@ So the console and ``/metrics`` answer only a ``Host`` the server is reached by,
 Jupyter does: ``localhost``, any IP address (rebinding needs a name: a page
 whose origin is an address is that address's own page, and Kubernetes probes and
 Prometheus' pod discovery send the pod's address), the ``--host`` name, and the names in
-``--allowed-hosts`` (``.example.com`` for it and its subdomains, ``*`` for any). The
-port is not compared. ``/healthz`` and ``/readyz`` show nothing a page could use and are
+``--allowed-hosts`` (``.example.com`` for it and its subdomains, ``*`` for any). Names
+that no attacker's DNS can answer for a victim's browser are allowed too: a name of one
+label (``cubequeue``, a compose service or a Kubernetes short service name, found only
+through local search domains or hosts files) and names under the special-use domains
+nobody can register publicly (:data:`PRIVATE_SUFFIXES`: ``.localhost``, ``.local``, which
+holds Kubernetes' ``.svc.cluster.local``, ``.internal``, ``.home.arpa``), so a Prometheus
+that scrapes by service name needs no option. The port is not compared. ``/healthz`` and ``/readyz`` show nothing a page could use and are
 probed by orchestrators under any name, so they take any ``Host``; ``/ws`` has the
 ``Origin`` rule (Cube's driver sends ``Host`` as whatever name it was given).
 
@@ -40,6 +45,9 @@ __all__ = [
 ANY = "*"
 #: names that always mean this machine (an attacker cannot point them elsewhere)
 LOOPBACK_NAMES = frozenset({"localhost"})
+#: special-use domains (RFC 6761, RFC 6762, RFC 8375, ICANN's .internal) no public DNS
+#: serves, so a rebinding page cannot have a name under them
+PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
 #: the ports a browser leaves out of an ``Origin``
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ORIGIN = re.compile(r"([a-z][a-z0-9+.-]*)://(\[[0-9a-f:.]+\]|[^\s/:?#@\[\]]+)(?::([0-9]{1,5}))?/?")
@@ -184,9 +192,14 @@ class HostRule:
         name = host_name(header)
         if name is None:
             return False
-        if name in self.names or _is_address(name):
+        if name in self.names or _is_address(name) or _private_name(name):
             return True
         return any(name.endswith(s) or name == s[1:] for s in self.suffixes)
+
+
+def _private_name(name: str) -> bool:
+    """A name a rebinding page cannot have: one label, or under a special-use domain."""
+    return "." not in name or name.endswith(PRIVATE_SUFFIXES)
 
 
 # --- telling the operator -------------------------------------------------------------

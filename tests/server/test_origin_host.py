@@ -29,6 +29,7 @@ from websockets.sync.client import connect as ws_connect
 from wsclient import WsClient, rows
 
 from cubequeue.server.browsers import (
+    PRIVATE_SUFFIXES,
     HostRule,
     OriginRule,
     RefusalLog,
@@ -266,7 +267,21 @@ def test_any_host_header_is_answered_without_an_error(header: str) -> None:
     allowed = rule.allows(header)
     name = host_name(header)
     assert allowed == (name is not None and (name == "localhost" or _is_address(name)
-                                             or name == "0.0.0.0"))
+                                             or name == "0.0.0.0" or "." not in name
+                                             or name.endswith(PRIVATE_SUFFIXES)))
+
+
+def test_names_no_public_dns_serves_are_allowed_without_the_option(start_server: Start) -> None:
+    """A Prometheus in compose or Kubernetes scrapes by service name: one label, or a name
+    under .svc.cluster.local; no rebinding page can have such a name, so no option is
+    needed. A public name still needs --allowed-hosts."""
+    srv = start_server()
+    for host in ("cubequeue:3030", "cubequeue-a", "cubequeue.default.svc.cluster.local:3030",
+                 "cq.internal", "box.home.arpa", "dev.localhost:3030"):
+        assert _get(srv, "/metrics", host)[0] == 200, host
+    for host in ("cubequeue.default.svc", "evil.example", "local.evil.example",
+                 "internal.example.com"):
+        assert _get(srv, "/metrics", host)[0] == 403, host
 
 
 def _is_address(name: str) -> bool:
