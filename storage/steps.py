@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cubequeue.grammar.commands import COMMANDS, Command, QueueResultBlocking
+from cubequeue.grammar.errors import FeatureNotSupported, InternalError, QueueError
 
-__all__ = ["EXECUTED", "find_steps", "step_table"]
+__all__ = ["EXECUTED", "find_steps", "no_step", "step_table"]
 
 #: what ``execute`` runs: every command but RESULT_BLOCKING, which may wait and so has
 #: a method of its own in every store (``result_blocking``)
@@ -56,3 +57,12 @@ def step_table(
     """:func:`find_steps` as command class → bound method."""
     return {kind: step for kind, (_, step) in
             find_steps(owners, commands, every=every).items()}
+
+
+def no_step(cmd: Command) -> QueueError:
+    """The error for a command a store's table has no step for: RESULT_BLOCKING has a
+    method of its own (sending it to ``execute`` is the caller's bug, XX000); anything else
+    is not a store command (0A000)."""
+    if isinstance(cmd, QueueResultBlocking):
+        return InternalError("QUEUE RESULT_BLOCKING goes through the store's result_blocking")
+    return FeatureNotSupported(f"{type(cmd).__name__} is not a store command")

@@ -28,7 +28,7 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
-from cubequeue.grammar.errors import FeatureNotSupported, InternalError
+from cubequeue.grammar.errors import FeatureNotSupported
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage.ack_results import Result
 from cubequeue.storage.cache import CacheStore

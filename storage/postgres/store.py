@@ -26,7 +26,7 @@ from cubequeue.grammar.commands import (
     SysCachestore,
     SysClock,
 )
-from cubequeue.grammar.errors import FeatureNotSupported, InternalError
+from cubequeue.grammar.errors import FeatureNotSupported
 from cubequeue.grammar.results import ResultSet, Row
 from cubequeue.storage import bound_fields as bound
 from cubequeue.storage.capabilities import PoolHealth
@@ -39,7 +39,7 @@ from cubequeue.storage.postgres.session import Session
 from cubequeue.storage.postgres.tables import Tables
 from cubequeue.storage.postgres.waiters import AckEvent, Waiter, WaiterHub
 from cubequeue.storage.stats import StoreStats
-from cubequeue.storage.steps import step_table
+from cubequeue.storage.steps import no_step, step_table
 from cubequeue.storage.sys_steps import (
     cachestore_action,
     cachestore_actions,
@@ -130,9 +130,7 @@ class PostgresStore:
         """One bound command as one database transaction (an awaitable of its frame)."""
         handler = self._dispatch.get(type(cmd))
         if handler is None:
-            if isinstance(cmd, QueueResultBlocking):
-                raise InternalError("QUEUE RESULT_BLOCKING goes through result_blocking")
-            raise FeatureNotSupported(f"{type(cmd).__name__} is not a store command")
+            raise no_step(cmd)
         if process_id is not None:
             text_arg(process_id, "the process id")
         return handler(cmd, process_id)

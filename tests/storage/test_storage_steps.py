@@ -11,7 +11,12 @@ import pytest
 
 from cubequeue.grammar import commands
 from cubequeue.grammar.commands import COMMANDS, Command, QueueResultBlocking, SysClock
-from cubequeue.grammar.errors import InsufficientPrivilege, InvalidParameterValue
+from cubequeue.grammar.errors import (
+    FeatureNotSupported,
+    InsufficientPrivilege,
+    InternalError,
+    InvalidParameterValue,
+)
 from cubequeue.grammar.results import EMPTY, ResultSet
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
@@ -95,3 +100,13 @@ def test_sys_clock_checks_are_shared() -> None:
         clock_request(SysClock(), limits, movable=False)
     with pytest.raises(InvalidParameterValue, match="non-negative number of milliseconds"):
         clock_request(SysClock(action="advance", ms=-1), limits)
+
+
+def test_a_command_without_a_step_is_refused_alike_by_both_stores() -> None:
+    blocking = QueueResultBlocking(key="a:b", timeout=1)
+    for store in (MemoryStore(FakeClock()),
+                  PostgresStore("postgresql://nobody@127.0.0.1:1/none")):
+        with pytest.raises(InternalError, match="goes through the store's result_blocking"):
+            store.execute(blocking)
+        with pytest.raises(FeatureNotSupported, match="_Unknown is not a store command"):
+            store.execute(_Unknown())
