@@ -18,13 +18,40 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cubequeue.server.browsers import normalize_hosts, normalize_origins
 from cubequeue.server.config import Config
+from cubequeue.server.option_values import (
+    AUTH_METHODS,
+    CONSOLE_AUTH_METHODS,
+    FSYNC_POLICIES,
+    LOG_FORMATS,
+    LOG_LEVELS,
+    METRICS_AUTH_METHODS,
+    RECOVERY_POLICIES,
+    RESULTS_EXPIRE_MAX_S,
+    WS_AUTH_METHODS,
+    BadValue,
+    ConfigError,
+    Parser,
+    any_text,
+    choice,
+    directory,
+    integer,
+    listed,
+    mib_to_bytes,
+    networks,
+    non_empty,
+    parse_bool,
+    parse_store,
+    postgres_url,
+    read_password_file,
+    read_users_file,
+    readable_file,
+    version_text,
+)
 
 __all__ = [
     "OPTIONS",
@@ -41,174 +68,17 @@ __all__ = [
     "read_users_file",
 ]
 
-_I64_MAX = 2**63 - 1
-_MIB = 1024 * 1024
-_INT_RE = re.compile(r"[+-]?[0-9][0-9_]*")
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
-
-LOG_LEVELS = ("debug", "info", "warning", "error")
-LOG_FORMATS = ("plain", "json")
-AUTH_METHODS = ("trust", "scram-sha-256", "md5")
-WS_AUTH_METHODS = ("none", "basic")
-CONSOLE_AUTH_METHODS = ("none", "basic", "off")
-METRICS_AUTH_METHODS = ("none", "basic", "loopback")
-FSYNC_POLICIES = ("always", "everysec", "no")
-RECOVERY_POLICIES = ("salvage", "strict", "point-in-time")
-#: Cube Store's hard limit on how long a result is kept (dialect doc §8 rule 9).
-RESULTS_EXPIRE_MAX_S = 300
-
-
-class ConfigError(ValueError):
-    """A setting that cannot be used; ``str(err)`` is the one line to show the operator."""
-
-
-class _BadValue(ValueError):
-    """Raised by a value parser; the caller adds the option name and the value's source."""
-
-
-Parser = Callable[[str], object]
-
-
-# --- value parsers --------------------------------------------------------------------
-
-
-def _integer(lo: int, hi: int = _I64_MAX) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        stripped = text.strip()
-        if not _INT_RE.fullmatch(stripped):
-            raise _BadValue("is not an integer")
-        # past 20 digits it is out of every range; int() refuses 4,300 (a traceback)
-        digits = stripped.lstrip("+-").replace("_", "").lstrip("0")
-        sign = -1 if stripped.startswith("-") else 1
-        value = sign * (int(digits or "0") if len(digits) <= 20 else 10**20)
-        if value < lo or value > hi:
-            if hi == _I64_MAX:
-                raise _BadValue(f"must be at least {lo}")
-            raise _BadValue(f"must be between {lo} and {hi}")
-        return value
-
-    return parse
-
-
-def _choice(choices: Sequence[str]) -> Parser:
-    def parse(text: str) -> str:
-        value = text.strip().lower()
-        if value not in choices:
-            raise _BadValue("must be one of " + ", ".join(choices))
-        return value
-
-    return parse
-
-
-def _non_empty(text: str) -> str:
-    value = text.strip()
-    if not value:
-        raise _BadValue("must not be empty")
-    return value
-
-
-def parse_store(text: str) -> str:
-    """``memory`` or a PostgreSQL URL (``postgresql://`` or ``postgres://``, the forms
-    libpq accepts); ValueError with a one-line reason otherwise."""
-    value = text.strip()
-    if value.lower() == "memory":
-        return "memory"
-    return _postgres_url(value)
-
-
-def _postgres_url(value: str) -> str:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(value.strip())
-    if parts.scheme.lower() not in ("postgresql", "postgres"):
-        raise _BadValue("must be 'memory' or a postgresql://user@host:port/database URL")
-    if not parts.netloc and "host=" not in parts.query:
-        raise _BadValue("names no host (postgresql://user@host:port/database)")
-    return value.strip()
-
-
-def _version(text: str) -> str:
-    value = text.strip()
-    if not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+_-]*", value):
-        raise _BadValue("is not a version such as 1.7.25")
-    return value
-
-
-def _any_text(text: str) -> str:
-    return text
-
-
-def _readable_file(text: str) -> str:
-    path = text.strip()
-    if not path:
-        raise _BadValue("must not be empty")
-    if not os.path.isfile(path):
-        raise _BadValue("is not a file")
-    if not os.access(path, os.R_OK):
-        raise _BadValue("is not readable")
-    return path
-
-
-def _networks(text: str) -> str:
-    """Comma-separated networks (``10.0.0.0/8, ::1``), normalised; a bare address is
-    a one-host network, as in pg_hba's address column."""
-    import ipaddress
-
-    found: list[str] = []
-    for part in text.split(","):
-        word = part.strip()
-        if not word:
-            continue
-        try:
-            found.append(str(ipaddress.ip_network(word, strict=False)))
-        except ValueError:
-            raise _BadValue(f"has {word!r}, which is not an address or CIDR network") from None
-    if not found:
-        raise _BadValue("names no network")
-    return ",".join(found)
-
-
-def _listed(normalize: Callable[[str], str]) -> Parser:
-    """A list option normalised by ``normalize`` (:mod:`.browsers`), whose ValueError
-    says what is wrong with the value."""
-
-    def parse(text: str) -> str:
-        try:
-            return normalize(text)
-        except ValueError as err:
-            raise _BadValue(str(err)) from None
-
-    return parse
-
-
-def _directory(text: str) -> str:
-    path = text.strip()
-    if not path:
-        raise _BadValue("must not be empty")
-    if not os.path.isdir(path):
-        raise _BadValue("is not a directory")
-    return path
-
-
-def parse_bool(text: str) -> bool:
-    """``1/true/yes/on`` and ``0/false/no/off``, any case (``--test-clock``)."""
-    value = text.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise _BadValue("is not a boolean (use 1/true/yes/on or 0/false/no/off)")
-
-
-def _mib_to_bytes(text: str) -> int:
-    mib = _integer(1)(text)
-    if mib > _I64_MAX // _MIB:
-        raise _BadValue("is too large")
-    return mib * _MIB
-
-
 # --- the table ------------------------------------------------------------------------
+
+#: --help's sections, in the order it prints them: every option names one
+LISTENING = "listening"
+ACCESS = "authentication, TLS and who may connect"
+LIMITS = "limits"
+QUEUE_AND_CACHE = "queue and cache"
+DURABLE = "durable mode (--data-dir)"
+POSTGRESQL_STORE = "PostgreSQL store (--store)"
+OBSERVING = "logs, console and metrics"
+TOPICS = (LISTENING, ACCESS, LIMITS, QUEUE_AND_CACHE, DURABLE, POSTGRESQL_STORE, OBSERVING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +98,8 @@ class Option:
     is_bool: bool = False
     #: --help's words for a default that depends on other options (the field is None)
     default_help: str = ""
+    #: the --help section it is listed in (one of :data:`TOPICS`)
+    topic: str = ""
 
     @property
     def flag(self) -> str:
@@ -246,158 +118,168 @@ _DEFAULTS: dict[str, object] = {
     f.name: f.default for f in dataclasses.fields(Config)
 }
 
-_PORT = _integer(1, 65535)
-_POSITIVE = _integer(1)
-_NON_NEGATIVE = _integer(0)
+_PORT = integer(1, 65535)
+_POSITIVE = integer(1)
+_NON_NEGATIVE = integer(0)
 
 OPTIONS: tuple[Option, ...] = (
-    Option("host", "listen address for both ports (the image sets 0.0.0.0)", _non_empty,
-           metavar="ADDR"),
-    Option("port", "PostgreSQL wire port", _PORT, metavar="PORT"),
+    Option("host", "listen address for both ports (the image sets 0.0.0.0)", non_empty,
+           metavar="ADDR", topic=LISTENING),
+    Option("port", "PostgreSQL wire port", _PORT, metavar="PORT", topic=LISTENING),
     Option("http_port", "Cube Store WebSocket /ws, /healthz, /readyz and /metrics port", _PORT,
-           cubestore_env="CUBESTORE_HTTP_PORT", cubestore_parse=_PORT, metavar="PORT"),
-    Option("log_level", "one of " + ", ".join(LOG_LEVELS), _choice(LOG_LEVELS),
-           metavar="LEVEL"),
-    Option("log_format", "plain or json (one JSON object per line)", _choice(LOG_FORMATS),
-           metavar="FORMAT"),
+           cubestore_env="CUBESTORE_HTTP_PORT", cubestore_parse=_PORT, metavar="PORT",
+           topic=LISTENING),
+    Option("log_level", "one of " + ", ".join(LOG_LEVELS), choice(LOG_LEVELS),
+           metavar="LEVEL", topic=OBSERVING),
+    Option("log_format", "plain or json (one JSON object per line)", choice(LOG_FORMATS),
+           metavar="FORMAT", topic=OBSERVING),
     Option("slow_command_ms", "log commands slower than this", _NON_NEGATIVE, metavar="MS",
-           unit="ms"),
+           unit="ms", topic=OBSERVING),
     Option("auth", "PostgreSQL wire authentication: " + ", ".join(AUTH_METHODS),
-           _choice(AUTH_METHODS), metavar="METHOD"),
-    Option("password", "the password of every user, when no users file is given", _any_text,
-           metavar="PASSWORD"),
+           choice(AUTH_METHODS), metavar="METHOD", topic=ACCESS),
+    Option("password", "the password of every user, when no users file is given", any_text,
+           metavar="PASSWORD", topic=ACCESS),
     Option("users_file", "file of user:password lines; a line starting with # is a "
-           "comment (a # inside a password is part of it)", _readable_file,
-           metavar="PATH"),
+           "comment (a # inside a password is part of it)", readable_file,
+           metavar="PATH", topic=ACCESS),
     Option("ws_auth", "WebSocket authentication: none or basic (Cube's driver sends no "
-           "credentials, so keep none for Cube)", _choice(WS_AUTH_METHODS), metavar="METHOD"),
+           "credentials, so keep none for Cube)", choice(WS_AUTH_METHODS), metavar="METHOD",
+           topic=ACCESS),
     Option("tls_cert", "TLS certificate (PEM) for the PostgreSQL wire; needs --tls-key",
-           _readable_file, metavar="PATH"),
+           readable_file, metavar="PATH", topic=ACCESS),
     Option("tls_key", "TLS private key (PEM) for the PostgreSQL wire; needs --tls-cert",
-           _readable_file, metavar="PATH"),
+           readable_file, metavar="PATH", topic=ACCESS),
     Option("max_connections", "connections on both wires together; beyond it, 53300",
-           _POSITIVE, metavar="N"),
+           _POSITIVE, metavar="N", topic=LIMITS),
     Option("max_connections_per_user", "connections per user name; beyond it, 53300",
-           _POSITIVE, metavar="N"),
+           _POSITIVE, metavar="N", topic=LIMITS),
     Option("max_message_size", "largest PostgreSQL or WebSocket message", _POSITIVE,
            cubestore_env="CUBESTORE_TRANSPORT_MAX_MESSAGE_SIZE", cubestore_parse=_POSITIVE,
-           cubestore_unit="bytes", metavar="BYTES", unit="bytes"),
+           cubestore_unit="bytes", metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_blocking_timeout", "RESULT_BLOCKING timeouts are capped here", _POSITIVE,
-           metavar="MS", unit="ms"),
+           metavar="MS", unit="ms", topic=LIMITS),
     Option("ws_dedup_ttl", "how long a completed WebSocket (connection_id, message_id) "
-           "result is kept for a resend", _NON_NEGATIVE, metavar="S", unit="s"),
+           "result is kept for a resend", _NON_NEGATIVE, metavar="S", unit="s",
+           topic=QUEUE_AND_CACHE),
     Option("cubestore_version", "the X-CubeStore-Version advertised to Cube's driver",
-           _version, metavar="VERSION"),
+           version_text, metavar="VERSION", topic=QUEUE_AND_CACHE),
     Option("results_expire", "results are deleted this long after their ACK (1 to "
-           f"{RESULTS_EXPIRE_MAX_S})", _integer(1, RESULTS_EXPIRE_MAX_S),
+           f"{RESULTS_EXPIRE_MAX_S})", integer(1, RESULTS_EXPIRE_MAX_S),
            cubestore_env="CUBESTORE_QUEUE_RESULTS_EXPIRE",
-           cubestore_parse=_integer(1, RESULTS_EXPIRE_MAX_S), cubestore_unit="s",
-           metavar="S", unit="s"),
+           cubestore_parse=integer(1, RESULTS_EXPIRE_MAX_S), cubestore_unit="s",
+           metavar="S", unit="s", topic=QUEUE_AND_CACHE),
     Option("cache_max_entry_bytes", "CACHE SET larger than this: 54000", _POSITIVE,
            cubestore_env="CUBESTORE_CACHE_MAX_ENTRY_SIZE", cubestore_parse=_POSITIVE,
-           cubestore_unit="bytes", metavar="BYTES", unit="bytes"),
+           cubestore_unit="bytes", metavar="BYTES", unit="bytes", topic=QUEUE_AND_CACHE),
     Option("cache_max_keys", "LRU eviction beyond this many cache keys", _POSITIVE,
            cubestore_env="CUBESTORE_CACHE_MAX_KEYS", cubestore_parse=_POSITIVE,
-           cubestore_unit="keys", metavar="N"),
+           cubestore_unit="keys", metavar="N", topic=QUEUE_AND_CACHE),
     Option("cache_max_bytes", "LRU eviction beyond this many cache bytes", _POSITIVE,
-           cubestore_env="CUBESTORE_CACHE_MAX_SIZE", cubestore_parse=_mib_to_bytes,
-           cubestore_unit="MiB", metavar="BYTES", unit="bytes"),
+           cubestore_env="CUBESTORE_CACHE_MAX_SIZE", cubestore_parse=mib_to_bytes,
+           cubestore_unit="MiB", metavar="BYTES", unit="bytes", topic=QUEUE_AND_CACHE),
     Option("max_items", "queued items in total; beyond it, ADD is refused with 54000",
-           _POSITIVE, metavar="N"),
+           _POSITIVE, metavar="N", topic=LIMITS),
     Option("max_payload_bytes", "ADD payloads and ACK results larger than this: 54000",
-           _POSITIVE, metavar="BYTES", unit="bytes"),
+           _POSITIVE, metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_sql_statement_bytes", "plain SQL statements (SELECT ..., not QUEUE/CACHE) "
-           "larger than this: 54000", _integer(1024), metavar="BYTES", unit="bytes"),
+           "larger than this: 54000", integer(1024), metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_sql_rows", "rows a plain SELECT may read from one system table (plain SQL is "
-           "evaluated in one step on the event loop); beyond it: 54000", _POSITIVE, metavar="N"),
-    Option("queue_log_size", "rows kept in system.queue_log", _NON_NEGATIVE, metavar="N"),
-    Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True),
+           "evaluated in one step on the event loop); beyond it: 54000", _POSITIVE, metavar="N",
+           topic=LIMITS),
+    Option("queue_log_size", "rows kept in system.queue_log", _NON_NEGATIVE, metavar="N",
+           topic=QUEUE_AND_CACHE),
+    Option("test_clock", "allow SYS CLOCK ... (tests only)", parse_bool, is_bool=True,
+           topic=QUEUE_AND_CACHE),
     Option("shutdown_grace", "after SIGTERM, open connections end with 57P01 within this time",
-           _NON_NEGATIVE, metavar="S", unit="s"),
+           _NON_NEGATIVE, metavar="S", unit="s", topic=LISTENING),
     Option("console_auth", "the web console at / and its JSON under /api/v1 on the HTTP "
            "port: none (open), basic (the PostgreSQL wire's users) or off (removed)",
-           _choice(CONSOLE_AUTH_METHODS), metavar="METHOD",
-           default_help="basic when --auth is not trust, else none"),
+           choice(CONSOLE_AUTH_METHODS), metavar="METHOD",
+           default_help="basic when --auth is not trust, else none", topic=ACCESS),
     Option("password_file", "read the password of every user from this file (one line; "
-           "keeps it out of the process list); not with --password", _readable_file,
-           metavar="PATH"),
+           "keeps it out of the process list); not with --password", readable_file,
+           metavar="PATH", topic=ACCESS),
     Option("metrics_auth", "GET /metrics: none (open), basic (the PostgreSQL wire's "
            "users) or loopback (only scrapers on a loopback address)",
-           _choice(METRICS_AUTH_METHODS), metavar="METHOD",
-           default_help="basic when --auth is not trust, else none"),
+           choice(METRICS_AUTH_METHODS), metavar="METHOD",
+           default_help="basic when --auth is not trust, else none", topic=ACCESS),
     Option("max_metrics_label_bytes", "longest label value on /metrics (a prefix name, "
-           "say); longer ones are cut and end in '...'", _integer(16), metavar="BYTES",
-           unit="bytes"),
+           "say); longer ones are cut and end in '...'", integer(16), metavar="BYTES",
+           unit="bytes", topic=OBSERVING),
     Option("ws_allow", "peer networks allowed on /ws, comma-separated (10.0.0.0/8,::1, "
            "as pg_hba's address column); others get 403; /healthz and /readyz stay open",
-           _networks, metavar="CIDRS", default_help="any"),
+           networks, metavar="CIDRS", default_help="any", topic=ACCESS),
     Option("max_unauthenticated_connections", "connections not yet authenticated (they "
            "count against no other cap); beyond it new ones wait in the listen backlog, and "
-           "the oldest that sent nothing is closed for them", _POSITIVE, metavar="N"),
+           "the oldest that sent nothing is closed for them", _POSITIVE, metavar="N", topic=LIMITS),
     Option("startup_timeout", "a PostgreSQL connection that sends nothing for this long "
-           "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s"),
+           "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s",
+           topic=LISTENING),
     Option("message_timeout", "a PostgreSQL message whose first bytes arrived must be "
            "complete within this time, or the connection gets 08P01 and is closed",
-           _POSITIVE, metavar="S", unit="s"),
+           _POSITIVE, metavar="S", unit="s", topic=LISTENING),
     Option("tls_required", "refuse PostgreSQL connections without TLS with 28000 (as "
-           "hostssl); needs --tls-cert", parse_bool, is_bool=True),
+           "hostssl); needs --tls-cert", parse_bool, is_bool=True, topic=ACCESS),
     Option("http_tls", "serve the HTTP port over TLS (https, wss) with --tls-cert",
-           parse_bool, is_bool=True),
-    Option("unix_socket_dir", "also listen on DIR/.s.PGSQL.PORT (psql -h DIR)", _directory,
-           metavar="DIR"),
+           parse_bool, is_bool=True, topic=ACCESS),
+    Option("unix_socket_dir", "also listen on DIR/.s.PGSQL.PORT (psql -h DIR)", directory,
+           metavar="DIR", topic=LISTENING),
     Option("store", "where the queue and cache live: memory, or postgresql://user@host:port/db "
            "for stateless front ends over one PostgreSQL database", parse_store,
-           metavar="STORE"),
+           metavar="STORE", topic=POSTGRESQL_STORE),
     Option("store_session_dsn", "PostgreSQL store: a direct connection (not through a "
-           "transaction pooler) for LISTEN and the housekeeping lock", _postgres_url,
-           metavar="URL", default_help="the --store URL"),
+           "transaction pooler) for LISTEN and the housekeeping lock", postgres_url,
+           metavar="URL", default_help="the --store URL", topic=POSTGRESQL_STORE),
     Option("data_dir", "durable mode: keep a log and snapshots in DIR (created if missing) "
-           "and recover them at startup; unset keeps everything in memory", _non_empty,
-           cubestore_env="CUBESTORE_DATA_DIR", cubestore_parse=_non_empty, metavar="DIR",
-           default_help="none (in memory)"),
+           "and recover them at startup; unset keeps everything in memory", non_empty,
+           cubestore_env="CUBESTORE_DATA_DIR", cubestore_parse=non_empty, metavar="DIR",
+           default_help="none (in memory)", topic=DURABLE),
     Option("fsync", "durable mode: reply after fdatasync (always), after write(2) with an "
            "fdatasync every second (everysec) or after write(2) only (no)",
-           _choice(FSYNC_POLICIES), metavar="POLICY"),
+           choice(FSYNC_POLICIES), metavar="POLICY", topic=DURABLE),
     Option("recovery", "durable mode: a corrupt frame before the log's tail is skipped and "
            "quarantined (salvage), stops startup (strict) or ends the replay there "
-           "(point-in-time)", _choice(RECOVERY_POLICIES), metavar="POLICY"),
+           "(point-in-time)", choice(RECOVERY_POLICIES), metavar="POLICY", topic=DURABLE),
     Option("max_disk_bytes", "durable mode: above this many bytes in the data directory, "
-           "commands that grow state get 53100", _integer(1 << 20), metavar="BYTES",
-           unit="bytes", default_help="none"),
+           "commands that grow state get 53100", integer(1 << 20), metavar="BYTES",
+           unit="bytes", default_help="none", topic=DURABLE),
     Option("segment_bytes", "durable mode: the size preallocated log segments grow to "
            "(the first is 1 MiB, or this if smaller; each after a full one is twice as large)",
-           _integer(1 << 16), metavar="BYTES", unit="bytes"),
+           integer(1 << 16), metavar="BYTES", unit="bytes", topic=DURABLE),
     Option("snapshot_min_log_bytes", "durable mode: snapshot once the log since the last "
-           "snapshot is this large (and at least that snapshot's size)", _integer(1 << 16),
-           metavar="BYTES", unit="bytes"),
+           "snapshot is this large (and at least that snapshot's size)", integer(1 << 16),
+           metavar="BYTES", unit="bytes", topic=DURABLE),
     Option("snapshot_interval", "durable mode: snapshot at least this often when anything "
-           "changed", _POSITIVE, metavar="S", unit="s"),
+           "changed", _POSITIVE, metavar="S", unit="s", topic=DURABLE),
     Option("max_ws_resend_bytes", "answers kept for a WebSocket resend, per connection_id; "
            "a resend of an answer dropped for it gets an HttpError naming it", _POSITIVE,
-           metavar="BYTES", unit="bytes"),
+           metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_ws_resend_total_bytes", "answers kept for WebSocket resends, all "
-           "connections together", _POSITIVE, metavar="BYTES", unit="bytes"),
+           "connections together", _POSITIVE, metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_ws_blocking_waits", "QUEUE RESULT_BLOCKING waits one WebSocket may hold; "
-           "beyond it, an HttpError naming it", _POSITIVE, metavar="N"),
+           "beyond it, an HttpError naming it", _POSITIVE, metavar="N", topic=LIMITS),
     Option("max_blocking_message_bytes", "largest WebSocket message that may wait as "
-           "QUEUE RESULT_BLOCKING (a waiter holds its message)", _integer(1024),
-           metavar="BYTES", unit="bytes"),
+           "QUEUE RESULT_BLOCKING (a waiter holds its message)", integer(1024),
+           metavar="BYTES", unit="bytes", topic=LIMITS),
     Option("max_prepared_statements", "named prepared statements, and named portals, per "
-           "PostgreSQL connection; beyond it, 53400", _POSITIVE, metavar="N"),
+           "PostgreSQL connection; beyond it, 53400", _POSITIVE, metavar="N", topic=LIMITS),
     Option("statement_timeout", "default statement_timeout of every session (0: none): a "
            "step that waits longer is canceled with 57014; RESULT_BLOCKING has its own cap",
-           _NON_NEGATIVE, metavar="MS", unit="ms"),
+           _NON_NEGATIVE, metavar="MS", unit="ms", topic=LIMITS),
     Option("ws_allowed_origins", "origins a browser page may open /ws from, comma-separated "
            "(https://app.example.com), or * for any; an upgrade carrying another Origin gets "
            "403 (one without Origin, as Cube's driver sends, is served)",
-           _listed(normalize_origins), metavar="ORIGINS", default_help="none"),
+           listed(normalize_origins), metavar="ORIGINS", default_help="none", topic=ACCESS),
     Option("allowed_hosts", "host names the console and /metrics answer besides localhost, "
-           "IP addresses and --host, comma-separated (.example.com: it and its subdomains), "
+           "IP addresses, --host and names no public DNS serves (one label, .local, "
+           ".internal, .home.arpa), comma-separated (.example.com: it and its subdomains), "
            "or * for any; another Host header gets 403 (DNS rebinding)",
-           _listed(normalize_hosts), metavar="HOSTS", default_help="localhost and --host"),
+           listed(normalize_hosts), metavar="HOSTS", default_help="localhost and --host",
+           topic=ACCESS),
 )
 
 _BY_FIELD = {opt.field: opt for opt in OPTIONS}
+assert all(opt.topic in TOPICS for opt in OPTIONS), "every option is listed under a topic"
 assert set(_BY_FIELD) == set(_DEFAULTS), "the option table and Config fields disagree"
 
 
@@ -447,14 +329,17 @@ def in_units(value: object, unit: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add every option of the table to ``parser``; unset flags stay absent (SUPPRESS)."""
+    """Add every option of the table to ``parser``, one argument group per topic (what
+    --help prints as its sections); unset flags stay absent (SUPPRESS)."""
+    groups = {topic: parser.add_argument_group(topic) for topic in TOPICS}
     for opt in OPTIONS:
+        group = groups[opt.topic]
         if opt.is_bool:
-            parser.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=_help_text(opt))
+            group.add_argument(opt.flag, dest=opt.field, action=argparse.BooleanOptionalAction,
+                               default=argparse.SUPPRESS, help=_help_text(opt))
         else:
-            parser.add_argument(opt.flag, dest=opt.field, metavar=opt.metavar,
-                                default=argparse.SUPPRESS, help=_help_text(opt))
+            group.add_argument(opt.flag, dest=opt.field, metavar=opt.metavar,
+                               default=argparse.SUPPRESS, help=_help_text(opt))
 
 
 def _settle(opt: Option, flags: Mapping[str, object], environ: Mapping[str, str]) -> object:
@@ -483,60 +368,9 @@ def option_value(field: str, flags: Mapping[str, object], environ: Mapping[str, 
 def _parse(opt: Option, parse: Parser, raw: str, source: str) -> object:
     try:
         return parse(raw)
-    except _BadValue as err:
+    except BadValue as err:
         shown = "***" if opt.field == "password" else repr(raw)
         raise ConfigError(f"invalid value for {source}: {shown} {err}") from None
-
-
-def read_users_file(path: str) -> dict[str, str]:
-    """``user:password`` lines; a line whose first non-blank character is ``#`` is a
-    comment, and a ``#`` anywhere else is part of the password (the option table).
-
-    The password is everything after the first colon (so it may contain colons and
-    ``#``), with surrounding blanks removed; blank lines are skipped; an empty password is
-    refused, naming the user, because it would let anyone who knows the name log in. The
-    same rules as the server's ``context.load_users``, so the healthcheck and the server
-    agree on every password.
-    """
-    users: dict[str, str] = {}
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"invalid value for --users-file: {path!r} cannot be read "
-                          f"({err.__class__.__name__})") from None
-    for number, line in enumerate(lines, 1):
-        text = line.strip()
-        if not text or text.startswith("#"):
-            continue
-        user, sep, password = text.partition(":")
-        if not sep or not user.strip():
-            raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
-                              "is not user:password")
-        if not password.strip():
-            raise ConfigError(f"invalid value for --users-file: {path!r} line {number} "
-                              f"gives user {user.strip()!r} an empty password")
-        users[user.strip()] = password.strip()
-    if not users:
-        raise ConfigError(f"invalid value for --users-file: {path!r} names no user")
-    return users
-
-
-def read_password_file(path: str) -> str:
-    """The password in ``path``: its first line without the line break (what
-    ``echo pw > file`` and Docker or Kubernetes secrets produce). Blanks inside it count;
-    an empty one is refused, as in the users file."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            first = fh.readline()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"invalid value for --password-file: {path!r} cannot be read "
-                          f"({err.__class__.__name__})") from None
-    password = first.rstrip("\r\n")
-    if not password.strip():
-        raise ConfigError(f"invalid value for --password-file: {path!r} holds an empty "
-                          "password")
-    return password
 
 
 def _check_together(cfg: Config) -> None:

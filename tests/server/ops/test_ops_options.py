@@ -82,6 +82,8 @@ CONFIG_MD = [
     ("--max-blocking-message-bytes", "CUBEQUEUE_MAX_BLOCKING_MESSAGE_BYTES", None, 65536),
     ("--max-prepared-statements", "CUBEQUEUE_MAX_PREPARED_STATEMENTS", None, 10000),
     ("--statement-timeout", "CUBEQUEUE_STATEMENT_TIMEOUT", None, 60000),
+    ("--ws-allowed-origins", "CUBEQUEUE_WS_ALLOWED_ORIGINS", None, None),
+    ("--allowed-hosts", "CUBEQUEUE_ALLOWED_HOSTS", None, None),
 ]
 
 
@@ -164,6 +166,8 @@ def _samples(field: str, files: dict[str, str]) -> tuple[str, str, list[str]]:
         "max_blocking_message_bytes": ("2048", "4096", []),
         "max_prepared_statements": ("221", "222", []),
         "statement_timeout": ("231", "232", []),
+        "ws_allowed_origins": ("https://a.example", "http://localhost:8080", []),
+        "allowed_hosts": ("cubequeue.example.com", ".corp.example", []),
     }
     return table[field]
 
@@ -429,3 +433,16 @@ def test_readme_lists_every_option_with_its_variable() -> None:
             for flag, env in zip(cells[0].split(", "), cells[1].split(", "), strict=False):
                 rows[flag.strip("`")] = env.strip("`")
     assert {o.flag: o.env for o in OPTIONS} == {o.flag: rows.get(o.flag) for o in OPTIONS}
+
+
+def test_help_groups_the_options_by_topic() -> None:
+    """--help prints one section per topic, in TOPICS' order, each option in its own."""
+    from cubequeue.server.options import TOPICS
+
+    text = build_parser().format_help()
+    starts = [text.index(f"\n{topic}:\n") for topic in TOPICS]
+    assert starts == sorted(starts)
+    ends = [*starts[1:], len(text)]
+    for opt in OPTIONS:
+        i = TOPICS.index(opt.topic)
+        assert opt.flag in text[starts[i]:ends[i]], (opt.flag, opt.topic)
