@@ -24,7 +24,9 @@ from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.parsers.postgres import PostgresParser
 
 from cubequeue.grammar.errors import SyntaxError as SqlSyntaxError
 from cubequeue.grammar.results import ResultSet
@@ -42,6 +44,21 @@ from .systables import SelectPlan, plan_select, unsupported
 __all__ = ["execute", "plan_for"]
 
 _MENTIONS_SYSTEM = re.compile(r"\bsystem\s*\.", re.I)
+#: functions sqlglot folds into another's node (substr into substring, date_part into
+#: extract…), kept as called so that a column is named as PostgreSQL names it
+_KEPT_AS_CALLED = frozenset({"SUBSTR", "STRPOS", "DATE_PART", "CHAR_LENGTH",
+                             "CHARACTER_LENGTH"})
+
+
+class _Postgres(Postgres):
+    """sqlglot's postgres dialect, reading the functions above as plain calls
+    (sqlglot's documented way to adjust a dialect: subclass its Parser)."""
+
+    class Parser(PostgresParser):  # Postgres.Parser, by its module's name for mypy
+        FUNCTIONS = {k: v for k, v in PostgresParser.FUNCTIONS.items()
+                     if k not in _KEPT_AS_CALLED}
+        FUNCTION_PARSERS = {k: v for k, v in PostgresParser.FUNCTION_PARSERS.items()
+                            if k not in _KEPT_AS_CALLED}
 
 
 def _refusal_of_foreign(sql: str) -> Exception | None:
@@ -75,7 +92,7 @@ def plan_for(sql: str, max_bytes: int = MAX_SQL_STATEMENT_BYTES) -> SelectPlan:
     too large or with too many tokens, and after it for too many expression nodes."""
     bound_statement(sql, max_bytes)
     try:
-        trees = sqlglot.parse(for_sqlglot(sql), dialect="postgres")
+        trees = sqlglot.parse(for_sqlglot(sql), dialect=_Postgres)
     except (ParseError, TokenError) as e:
         foreign = _refusal_of_foreign(sql)
         if foreign is not None:

@@ -198,7 +198,7 @@ def string_function(name: str, args: list[Compiled], scope: Scope) -> Compiled |
 #: sqlglot's nodes for these functions → the name PostgreSQL shows (FigureColname)
 STRING_NODES: Final[dict[type[exp.Expr], str]] = {
     exp.Substring: "substring", exp.Left: "left", exp.Right: "right",
-    exp.StrPosition: "strpos", exp.Replace: "replace", exp.Trim: "btrim",
+    exp.StrPosition: "position", exp.Replace: "replace", exp.Trim: "btrim",
     exp.Concat: "concat", exp.ConcatWs: "concat_ws", exp.SplitPart: "split_part",
     exp.StartsWith: "starts_with", exp.Reverse: "reverse",
 }
@@ -219,6 +219,7 @@ def compile_string(node: exp.Expr, scope: Scope) -> Compiled | None:
     elif isinstance(node, exp.StrPosition):
         if node.args.get("position") is not None or node.args.get("occurrence") is not None:
             raise FeatureNotSupported("strpos() takes two arguments")
+        name = "strpos"  # position(x IN s) is strpos(s, x), named "position"
         operands = [node.this, node.args["substr"]]
     elif isinstance(node, exp.Trim):
         name = _TRIM.get(str(node.args.get("position") or "BOTH").upper(), "btrim")

@@ -7,8 +7,8 @@ As in PostgreSQL, fields are read on the calendar of the session's ``TimeZone``,
   on Monday; a century starts in its year 1: 2001);
 * ``extract(field FROM ts | interval)`` is ``numeric`` with PostgreSQL's scale (``second``
   ``5.123000``, ``milliseconds`` ``5123.000``, ``epoch`` ``1704103205.123000``, the rest
-  whole numbers); ``date_part`` is read as the same (sqlglot parses both alike), so it is
-  numeric too, where PostgreSQL gives ``double precision``;
+  whole numbers); ``date_part('field', …)`` gives the same, numeric too, where PostgreSQL
+  gives ``double precision`` (the wire would print ``22`` as ``22`` either way);
 * ``age(a, b)`` subtracts field by field, borrowing days from the month of the earlier
   one (``timestamptz_age``): ``1 mon 15 days``, not ``45 days``; ``age(ts)`` is
   ``age(current_date, ts)``, from today's midnight.
@@ -241,8 +241,31 @@ def _age(args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(run, T.INTERVAL, "age", const=const)
 
 
+def _date_part(args: list[Compiled], scope: Scope) -> Compiled:
+    """``date_part('field', ts | interval)``: ``extract``, the field given as text."""
+    field_arg, arg = args
+    field = coerce(field_arg, T.TEXT, scope) if field_arg.type is T.UNKNOWN else field_arg
+    if field.type is not T.TEXT:
+        raise UndefinedFunction(f"function date_part({field.type.pg_name}, "
+                                f"{arg.type.pg_name}) does not exist")
+    of_interval = arg.type is T.INTERVAL
+    if not of_interval:
+        arg = _timestamp(arg, scope, "date_part")
+    if field.literal is not None and field.literal[0] is not None:
+        _unit(str(field.literal[0]), "interval" if of_interval else _TS_NAME)
+    ff, f = field.fn, arg.fn
+
+    def run(row: Row, ctx: Ctx) -> Value:
+        name, v = ff(row, ctx), f(row, ctx)
+        if name is None or v is None:
+            return None
+        return _numeric(extract(str(name), v, of_interval, ctx.tz))
+
+    return Compiled(run, T.NUMERIC, "date_part", const=field.const and arg.const)
+
+
 #: functions called by name → (argument counts, builder)
-TIME_FUNCTIONS: Final = {"age": (range(1, 3), _age)}
+TIME_FUNCTIONS: Final = {"age": (range(1, 3), _age), "date_part": (range(2, 3), _date_part)}
 #: sqlglot's nodes for these functions → PostgreSQL's column name
 TIME_NODES: Final[dict[type[exp.Expr], str]] = {
     exp.TimestampTrunc: "date_trunc", exp.Extract: "extract", exp.TimeToStr: "to_char",

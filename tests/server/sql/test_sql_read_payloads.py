@@ -309,3 +309,16 @@ def test_out_of_range_is_an_error_not_a_crash(store: Store, sql: str) -> None:
     with pytest.raises(QueueError) as e:
         run(store, sql)
     assert e.value.sqlstate in ("22008", "22003")
+
+
+def test_columns_are_named_as_postgresql_names_them(store: Store) -> None:
+    session = PlainSession(server_version="15", user="u")
+    out = run_plain("SELECT substr(value, 1, 2), substring(value, 1, 2), strpos(value, 'a'), "
+                    "position('a' IN value), char_length(value), left(value, 1), "
+                    "ltrim(value), date_part('hour', created), extract(hour FROM created), "
+                    "date_trunc('hour', created), age(created), now() - created "
+                    "FROM system.queue", session, store)
+    assert out.result is not None
+    assert [c.name for c in out.result.columns] == [
+        "substr", "substring", "strpos", "position", "char_length", "left", "ltrim",
+        "date_part", "extract", "date_trunc", "age", "?column?"]
