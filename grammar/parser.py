@@ -66,10 +66,12 @@ def _cache_files(grammar: str) -> list[Path]:
 
 
 def _usable(path: Path) -> bool:
-    """An existing cache file, or one this process may create."""
-    if path.is_file():
-        return os.access(path, os.R_OK | os.W_OK)
+    """An existing cache file, or one this process may create. A directory this process
+    may not search (another user's ``~/.cache`` under an inherited ``HOME``) is unusable,
+    not an error: the parser is built instead."""
     try:
+        if path.is_file():
+            return os.access(path, os.R_OK | os.W_OK)
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return False

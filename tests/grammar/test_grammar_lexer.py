@@ -100,6 +100,25 @@ def test_parser_builds_without_a_usable_cache_directory(tmp_path: Path) -> None:
     assert build_lark(CommandBuilder(), []) is not None  # [] turns the cache off
 
 
+def test_a_cache_directory_it_may_not_search_is_passed_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's ~/.cache under an inherited HOME: stat() itself is refused (EACCES,
+    which Path.is_file does not swallow). Root may search anything, so the refusal is
+    made by the patch."""
+    refused = tmp_path / "someone-else"
+    real_is_file = Path.is_file
+
+    def is_file(path: Path) -> bool:
+        if refused in path.parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    lark = build_lark(CommandBuilder(), [refused / "cache", tmp_path / "mine"])
+    assert _parses(lark) == [parse(text) for text in SAMPLES]
+    assert [f.suffix for f in (tmp_path / "mine").iterdir()] == [".cache"]
+
+
 def test_a_corrupt_cache_file_is_rebuilt(tmp_path: Path) -> None:
     build_lark(CommandBuilder(), [tmp_path])
     (cache,) = tmp_path.iterdir()
