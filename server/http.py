@@ -28,6 +28,10 @@ rule of :mod:`.browsers`, against DNS rebinding); others get 403 naming
 
 ``--http-tls`` serves all of it over TLS (https, wss) with ``--tls-cert``/``--tls-key``.
 
+Every answer but the upgrade closes its connection and says so (``Connection: close``);
+a socket that has not sent its request, or been answered, within ``--startup-timeout``
+is closed, as a silent PostgreSQL connection is.
+
 Message sizes: the transport's limit is twice ``--max-message-size``, so a message
 between the two still arrives whole and gets a readable HttpError naming its id; past
 the backstop the socket closes with 1009 and Cube Store's reason text, which Cube's
@@ -330,6 +334,11 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
     ) -> Response | None:
         if response.status_code == HTTPStatus.SWITCHING_PROTOCOLS:
             response.headers["X-CubeStore-Version"] = config.cubestore_version
+        elif "Connection" not in response.headers:
+            # websockets answers one request per connection and closes it after any
+            # answer but the upgrade: say so, or a client that keeps connections alive
+            # (Node's fetch) sends its next request into a closed socket
+            response.headers["Connection"] = "close"
         return None
 
     tls = None
@@ -350,6 +359,9 @@ async def start_http_server(ctx: ServerContext) -> HttpServer:
         max_queue=64,
         create_connection=_CubeConnection,
         ssl=tls,
+        # a socket that sends no request (or no TLS handshake) is closed on the schedule
+        # of a silent PostgreSQL one; the request's answer must come within it too
+        open_timeout=config.startup_timeout,
         # The library's own per-connection INFO lines would repeat the registry's one line
         # per connection (with an object repr); outside cubequeue.* it logs warnings only.
         logger=logging.getLogger("websockets.server"),
