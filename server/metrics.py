@@ -616,8 +616,9 @@ class _Tally:
 class _CommandCollector:
     """``cubequeue_commands_total`` and ``cubequeue_command_duration_seconds`` as plain
     numbers exported at scrape time. prometheus-client's ``Counter.inc`` and
-    ``Histogram.observe`` take a lock per value (three per statement, 5 µs of a 40 µs
-    ``SELECT 1`` round trip); these are updated by the event loop alone. The exposition
+    ``Histogram.observe`` take a lock per value (three per statement, a noticeable share
+    of a ``SELECT 1`` round trip: bench/RESULTS-notes.md); these are updated by the
+    event loop alone. The exposition
     is the same families, samples and order as those classes produce."""
 
     def __init__(self) -> None:
