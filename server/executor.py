@@ -216,7 +216,7 @@ class Executor:
         """Run statements on ``store`` (the server's slot attached it, or it was given)."""
         self.store = store
         self._deferred = capabilities.defers_work
-        self._tables = PlainTables(store, self._max_sql_statement_bytes, self._max_sql_rows)
+        self._tables = PlainTables(store, self._max_sql_rows)
 
     # --- statement text ----------------------------------------------------------------
 

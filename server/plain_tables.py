@@ -43,13 +43,10 @@ class TablesPending(Exception):  # a signal, not an error: never reaches a clien
 class PlainTables:
     """The store as plain SQL reads it (the module docstring)."""
 
-    __slots__ = ("_store", "clock", "max_sql_rows", "max_sql_statement_bytes")
+    __slots__ = ("_store", "clock", "max_sql_rows")
 
-    def __init__(self, store: StoreBackend, max_sql_statement_bytes: int,
-                 max_sql_rows: int = MAX_SQL_ROWS) -> None:
+    def __init__(self, store: StoreBackend, max_sql_rows: int = MAX_SQL_ROWS) -> None:
         self._store = store
-        #: ``--max-sql-statement-bytes``, read by plain SQL before sqlglot parses
-        self.max_sql_statement_bytes = max_sql_statement_bytes
         self.max_sql_rows = max_sql_rows
         self.clock: Callable[[], int] = store.now_ms
 
@@ -96,7 +93,7 @@ class FetchedTables(PlainTables):
     __slots__ = ("frames",)
 
     def __init__(self, tables: PlainTables, frames: dict[str, ResultSet]) -> None:
-        super().__init__(tables._store, tables.max_sql_statement_bytes, tables.max_sql_rows)
+        super().__init__(tables._store, tables.max_sql_rows)
         self.frames = frames
 
     def system_table(self, name: str) -> ResultSet:
