@@ -20,6 +20,14 @@ The database is :mod:`tests.support.pgcluster`'s throwaway cluster (loopback,
 
 Usage: ``python -m bench.pgstore [--clients 16] [--queries 1500] [--quick]`` (``--quick``:
 300 queries and the PostgreSQL store with one front end only).
+
+``--ab BASE [--reps 3]`` is an alternated A/B of the PostgreSQL store (one front end):
+each repetition runs the hand-written queue, BASE's front end and the work tree's, each in
+a fresh database of one cluster (reversed order every other repetition), and reports each
+side's CPU per cycle over the hand-written queue's *of the same repetition* (BASE is a git
+revision or a source tree, as for :mod:`bench.ab`). ``--stats`` loads pg_stat_statements
+(nested statements too) and ``track_functions=all`` into the cluster and prints, after a
+one-front-end run of the work tree, what the database ran per cycle.
 """
 
 from __future__ import annotations
@@ -27,7 +35,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import signal
+import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -120,16 +131,138 @@ async def _hot_claims(dsns: list[str], prefix: str) -> float:
             await c.close()
 
 
+def _hand_written(cluster: Cluster, cfg: CycleConfig, name: str) -> dict[str, Any]:
+    """The cycle against the hand-written queue in a new database ``name``."""
+    target = Target("postgres", "127.0.0.1", cluster.port, cluster.create_database(name))
+    asyncio.run(setup(target))
+    pid = cluster.postmaster_pid()
+    assert pid is not None
+    run = run_cycle(target, pid, cfg, "hw")
+    return {"cycles_s": run.queries / run.wall_s, "p50": pct(run.latencies_ms, 50),
+            "p99": pct(run.latencies_ms, 99), "cpu_us": run.server_cpu_s / run.queries * 1e6,
+            "db_us": run.server_cpu_s / run.queries * 1e6, "ok": run.check.ok,
+            "errors": run.errors[:3]}
+
+
+def _front_end(cluster: Cluster, cfg: CycleConfig, name: str, tree: Path | None = None,
+               n: int = 1) -> dict[str, Any]:
+    """The cycle against ``n`` front ends (imported from ``tree``) over a new database."""
+    dsn = cluster.create_database(name)
+    peers = [start_cubequeue("--store", dsn, tree=tree) for _ in range(n)]
+    try:
+        time.sleep(0.5)  # let the front ends finish their start (migration, LISTEN)
+        return _cycle(peers, cfg, name, cluster)
+    finally:
+        for p in peers:
+            p.stop()
+
+
+def _with_stats(cluster: Cluster) -> None:
+    """Restart ``cluster`` with pg_stat_statements (nested statements) and function timing."""
+    with open(cluster.data / "postgresql.conf", "a") as conf:
+        conf.write("shared_preload_libraries = 'pg_stat_statements'\n"
+                   "pg_stat_statements.track = 'all'\ntrack_functions = 'all'\n")
+    proc = cluster.proc
+    assert proc is not None
+    cluster._signal(signal.SIGINT)  # the bench's own cluster, restarted in place
+    proc.wait(timeout=60)
+    cluster._start()
+
+
+def _print_stats(cluster: Cluster, db: str, queries: int) -> None:
+    cluster.run_psql("create extension if not exists pg_stat_statements", db)
+    print(f"database {db}: per cycle ({queries} cycles), statements by total time")
+    print(cluster.run_psql(
+        f"select round(calls::numeric / {queries}, 2) as per_cycle, "
+        f"round((total_exec_time * 1000 / {queries})::numeric, 1) as us_per_cycle, "
+        "round((total_exec_time * 1000 / greatest(calls, 1))::numeric, 1) as us_per_call, "
+        "rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 110) as query "
+        "from pg_stat_statements s join pg_database d on d.oid = s.dbid "
+        f"where d.datname = '{db}' order by total_exec_time desc limit 40", db))
+    print(cluster.run_psql(
+        f"select funcname, round(calls::numeric / {queries}, 2) as per_cycle, "
+        f"round((self_time * 1000 / {queries})::numeric, 1) as self_us_per_cycle, "
+        f"round((total_time * 1000 / {queries})::numeric, 1) as total_us_per_cycle "
+        "from pg_stat_user_functions order by self_time desc", db))
+    print(cluster.run_psql(
+        "select relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del, seq_scan, idx_scan "
+        "from pg_stat_user_tables order by relname", db))
+
+
+def _ab(base_spec: str, new_spec: str | None, reps: int, cfg: CycleConfig,
+        stats: bool) -> None:
+    """Alternated A/B of one front end, each side over the hand-written queue (module doc)."""
+    from bench.ab import prepared_tree
+
+    ratios: dict[str, list[float]] = {"base": [], "new": []}
+    cpu: dict[str, list[float]] = {"hand": [], "base": [], "new": []}
+    with prepared_tree(base_spec) as base, prepared_tree(new_spec) as new:
+        cluster = start_cluster()
+        try:
+            if stats:
+                _with_stats(cluster)
+            for rep in range(reps):
+                order = ["hand", "base", "new"] if rep % 2 == 0 else ["new", "base", "hand"]
+                got: dict[str, dict[str, Any]] = {}
+                for side in order:
+                    name = f"ab{rep}{side}"
+                    got[side] = (_hand_written(cluster, cfg, name) if side == "hand" else
+                                 _front_end(cluster, cfg, name, base if side == "base" else new))
+                    c = got[side]
+                    flag = "" if c["ok"] and not c["errors"] else f"  CHECK FAILED {c['errors'][:1]}"
+                    print(f"#{rep + 1} {side:5s} {c['cpu_us']:8.0f} us/cycle (db {c['db_us']:6.0f})"
+                          f" {c['cycles_s']:6.0f} cycles/s{flag}", flush=True)
+                    cpu[side].append(c["cpu_us"])
+                for side in ("base", "new"):
+                    ratios[side].append(got[side]["cpu_us"] / got["hand"]["cpu_us"])
+                print(f"#{rep + 1} base {ratios['base'][-1]:.2f}x, new {ratios['new'][-1]:.2f}x "
+                      "the hand-written queue", flush=True)
+        finally:
+            cluster.stop()
+    print(f"A/B over {reps} repetitions ({cfg.clients} clients, {cfg.queries} queries)")
+    for side in ("hand", "base", "new"):
+        print(f"{side:5s} CPU us/cycle: median {statistics.median(cpu[side]):.0f} "
+              f"({min(cpu[side]):.0f}-{max(cpu[side]):.0f})")
+    for side in ("base", "new"):
+        r = ratios[side]
+        print(f"{side:5s} / hand-written: median {statistics.median(r):.2f}x "
+              f"({min(r):.2f}-{max(r):.2f})")
+    pair = [n / b for n, b in zip(cpu["new"], cpu["base"], strict=True)]
+    print(f"new / base: median {statistics.median(pair):.2f} ({min(pair):.2f}-{max(pair):.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--queries", type=int, default=1500)
     ap.add_argument("--quick", action="store_true",
                     help="300 queries; memory and one PostgreSQL front end only")
+    ap.add_argument("--ab", metavar="BASE", help="alternated A/B of BASE against the work tree")
+    ap.add_argument("--new", metavar="NEW", help="the A/B's other side (default: the work tree)")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--stats", action="store_true",
+                    help="print the database's statements per cycle (pg_stat_statements)")
     args = ap.parse_args()
     if args.quick:
         args.queries = min(args.queries, 300)
     cfg = CycleConfig(args.clients, args.clients, False, args.queries)
+    if args.ab:
+        _ab(args.ab, args.new, args.reps, cfg, args.stats)
+        return
+    if args.stats:
+        cluster = start_cluster()
+        try:
+            _with_stats(cluster)
+            hand = _hand_written(cluster, cfg, "handwritten")
+            print(f"hand-written {hand['cpu_us']:.0f} us/cycle", flush=True)
+            _print_stats(cluster, "handwritten", args.queries)
+            one = _front_end(cluster, cfg, "bench1")
+            print(f"1 front end {one['cpu_us']:.0f} us/cycle (db {one['db_us']:.0f}), "
+                  f"{one['cpu_us'] / hand['cpu_us']:.2f}x", flush=True)
+            _print_stats(cluster, "bench1", args.queries)
+        finally:
+            cluster.stop()
+        return
     cluster = start_cluster()
     rows: list[tuple[str, dict[str, Any], float]] = []
     try:
