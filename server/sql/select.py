@@ -45,9 +45,10 @@ __all__ = ["execute", "plan_for"]
 
 _MENTIONS_SYSTEM = re.compile(r"\bsystem\s*\.", re.I)
 #: functions sqlglot folds into another's node (substr into substring, date_part into
-#: extract…), kept as called so that a column is named as PostgreSQL names it
+#: extract, to_char into a strftime format…), kept as called so that a column is named
+#: as PostgreSQL names it and to_char sees its own format
 _KEPT_AS_CALLED = frozenset({"SUBSTR", "STRPOS", "DATE_PART", "CHAR_LENGTH",
-                             "CHARACTER_LENGTH"})
+                             "CHARACTER_LENGTH", "TO_CHAR"})
 
 
 class _Postgres(Postgres):

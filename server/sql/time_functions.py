@@ -1,5 +1,5 @@
 """PostgreSQL's functions for reading times and ages: ``date_trunc``, ``extract`` /
-``date_part``, ``age``; ``to_char`` is refused with what to use instead.
+``date_part``, ``age``, and ``to_char`` for the common patterns (:mod:`.to_char`).
 
 As in PostgreSQL, fields are read on the calendar of the session's ``TimeZone``, and:
 
@@ -35,6 +35,7 @@ from .errors import UndefinedFunction
 from .expressions import Compiled, Ctx, Scope, coerce, compile_expr
 from .intervals import Interval, local_time, ms_of
 from .sqltypes import SqlType, zone
+from .to_char import to_char
 
 __all__ = ["TIME_FUNCTIONS", "TIME_NODES", "age", "compile_time", "date_trunc", "extract"]
 
@@ -264,8 +265,33 @@ def _date_part(args: list[Compiled], scope: Scope) -> Compiled:
     return Compiled(run, T.NUMERIC, "date_part", const=field.const and arg.const)
 
 
+def _to_char(args: list[Compiled], scope: Scope) -> Compiled:
+    """``to_char(ts, format)`` in the session's TimeZone (:mod:`.to_char`)."""
+    value, fmt_arg = args
+    if value.type is T.INTERVAL or value.type.is_number:
+        raise FeatureNotSupported(f"to_char({value.type.pg_name}, text) is not supported",
+                                  hint="to_char formats timestamps here.")
+    ts = _timestamp(value, scope, "to_char")
+    fmt = coerce(fmt_arg, T.TEXT, scope) if fmt_arg.type is T.UNKNOWN else fmt_arg
+    if fmt.type is not T.TEXT:
+        raise UndefinedFunction(f"function to_char({ts.type.pg_name}, {fmt.type.pg_name}) "
+                                "does not exist")
+    if fmt.literal is not None and fmt.literal[0] is not None:
+        to_char(datetime(2000, 1, 1), str(fmt.literal[0]))  # an unanswered pattern: now
+    f, ff = ts.fn, fmt.fn
+
+    def run(row: Row, ctx: Ctx) -> Value:
+        v, text = f(row, ctx), ff(row, ctx)
+        if v is None or text is None:
+            return None
+        return to_char(local_time(int(v), ctx.tz), str(text))
+
+    return Compiled(run, T.TEXT, "to_char", const=ts.const and fmt.const)
+
+
 #: functions called by name → (argument counts, builder)
-TIME_FUNCTIONS: Final = {"age": (range(1, 3), _age), "date_part": (range(2, 3), _date_part)}
+TIME_FUNCTIONS: Final = {"age": (range(1, 3), _age), "date_part": (range(2, 3), _date_part),
+                         "to_char": (range(2, 3), _to_char)}
 #: sqlglot's nodes for these functions → PostgreSQL's column name
 TIME_NODES: Final[dict[type[exp.Expr], str]] = {
     exp.TimestampTrunc: "date_trunc", exp.Extract: "extract", exp.TimeToStr: "to_char",
@@ -341,9 +367,8 @@ def compile_time(node: exp.Expr, scope: Scope) -> Compiled | None:
         return _date_trunc(node, scope)
     if isinstance(node, exp.Extract):
         return _extract(node, scope)
-    if isinstance(node, exp.TimeToStr):
+    if isinstance(node, exp.TimeToStr):  # a strftime-style call sqlglot built
         raise FeatureNotSupported(
-            "to_char() is not supported",
-            hint="Read times with date_trunc('hour', created), extract(epoch FROM now() - "
-            "created), created::text (ISO 8601 in the session's TimeZone) or age(created).")
+            "this time formatting function is not supported",
+            hint="to_char(ts, 'YYYY-MM-DD HH24:MI:SS') formats a timestamp.")
     return None

@@ -18,11 +18,12 @@ from pgcluster import Cluster, find_bin, start_cluster
 
 from cubequeue.grammar.errors import QueueError
 from cubequeue.server.pgtypes.interval import Interval, format_interval
-from cubequeue.server.sql.intervals import parse_interval_value, shift, since
+from cubequeue.server.sql.intervals import local_time, parse_interval_value, shift, since
 from cubequeue.server.sql.json_values import to_jsonb
 from cubequeue.server.sql.sqltypes import zone
 from cubequeue.server.sql.strings import left, replace, right, split_part, strpos, substr
 from cubequeue.server.sql.time_functions import age, date_trunc, extract
+from cubequeue.server.sql.to_char import to_char
 
 MS = st.integers(-(10**11), 10**11)  # about ±3 years of milliseconds
 #: instants from 1990 to 2060, whole milliseconds
@@ -223,3 +224,22 @@ def test_string_functions_are_postgresqls(pg: psycopg.Connection[Any], s: str, o
     row = pg.execute(sql, params).fetchone()
     assert row is not None
     assert [str(c[2]) for c in calls] == list(row)
+
+
+PATTERNS = st.sampled_from(["YYYY", "YY", "MM", "DD", "DDD", "D", "Q", "IW", "HH", "HH12",
+                            "HH24", "MI", "SS", "MS", "US", "AM", "pm", "A.M.", "p.m.",
+                            "Mon", "MON", "mon", "Month", "MONTH", "month", "Dy", "DY", "dy",
+                            "Day", "DAY", "day", "OF", "FMDD", "FMMonth", "FMHH12", "hh24",
+                            "mi", "yyyy"])
+SEPARATORS = st.sampled_from(["-", " ", ":", ".", ", ", "/", '"at"', '" T "', "|"])
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.lists(st.tuples(st.lists(st.tuples(PATTERNS, SEPARATORS), min_size=1, max_size=5)
+                          .map(lambda parts: "".join(p + s for p, s in parts)), INSTANTS),
+                min_size=1, max_size=10), ZONES)
+def test_to_char_is_postgresqls(pg: psycopg.Connection[Any], cases: list[tuple[str, int]],
+                                tz: str) -> None:
+    exprs = [f"to_char({ts(t)}, '{fmt}')" for fmt, t in cases]
+    got = [to_char(local_time(t, zone(tz)), fmt) for fmt, t in cases]
+    assert got == pg_values(pg, exprs, tz)
