@@ -1,5 +1,6 @@
 """Rooms of one concern: no module of grammar/ or storage/ is over 600 lines (the
-style guide's bound; issue 24 split storage/queue.py, which had grown to 626)."""
+style guide's bound; issue 24 split storage/queue.py, which had grown to 626, and
+storage/durable/recovery.py, 629, whose quarantine/ went to its own module)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 600
-#: being split by the engineer who owns it (issue 24); remove once it is under the bound
-_BEING_SPLIT = {"storage/durable/recovery.py"}
 
 
 def test_no_module_over_600_lines() -> None:
@@ -17,6 +16,6 @@ def test_no_module_over_600_lines() -> None:
         for path in sorted((ROOT / package).rglob("*.py")):
             name = str(path.relative_to(ROOT))
             lines = len(path.read_text(encoding="utf-8").splitlines())
-            if lines > LIMIT and name not in _BEING_SPLIT:
+            if lines > LIMIT:
                 over[name] = lines
     assert over == {}
