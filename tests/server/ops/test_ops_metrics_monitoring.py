@@ -1,7 +1,7 @@
 """docs/monitoring: the alert rules pass ``promtool check rules`` and their own
 ``promtool test rules``, and every metric the rules and the Grafana dashboard query is one
-the server serves (read from live servers' ``/metrics``: in memory and durable; the
-PostgreSQL store's pool families from the exposition of a store that reports a pool)."""
+the server serves (read from live servers' ``/metrics``: in memory, durable, and over a real
+PostgreSQL for the pool's families)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,3 +156,30 @@ def test_every_metric_the_rules_and_dashboard_query_is_served(
     assert {"cubequeue_queue_pending", "cubequeue_queue_oldest_pending_age_seconds",
             "cubequeue_queue_stalled", "cubequeue_log_stopped", "cubequeue_store_reachable",
             "cubequeue_connections_refused_total"} <= alerted
+
+
+def test_the_pool_families_are_served_over_a_real_postgresql() -> None:
+    """The queries on cubequeue_store_* against a front end over a real PostgreSQL (Debian's,
+    in a temporary directory), where the unit fixture above only had a store that reports a
+    pool."""
+    from pgcluster import find_bin, start_cluster
+    from pgstore_servers import front_ends
+
+    if find_bin() is None:
+        pytest.skip("PostgreSQL is not installed (make system-deps installs it)")
+    cluster = start_cluster()
+    try:
+        dsn = cluster.create_database("monitoring")
+        with front_ends(dsn, 1) as (server,):
+            server.query("QUEUE ADD PRIORITY 1 'q:1' '{}'")
+            deadline = time.monotonic() + 30
+            # the database's counts are a sample taken after the first scrape asks
+            while "cubequeue_queue_pending" not in (names := _served_names(
+                    _scrape(server.http_url))) and time.monotonic() < deadline:
+                time.sleep(0.2)
+    finally:
+        cluster.stop()
+    queried = {name for expr in (*rule_exprs(), *dashboard_exprs())
+               for name in promql_metrics(expr) if name.startswith("cubequeue_store_")}
+    assert queried and queried <= names, queried - names
+    assert "cubequeue_queue_pending" in names
