@@ -388,8 +388,8 @@ def _store_families(census: _Census | None) -> Iterator[Metric]:
                                 f"rest summed under prefix=\"{OTHER}\")",
                                 labels=["prefix"])
     active = GaugeMetricFamily("cubequeue_queue_active",
-                               "Active (retrieved, not yet acked) queue items per prefix",
-                               labels=["prefix"])
+                               "Active (retrieved, not yet acked) queue items per prefix"
+                               f"{_FOLDED}", labels=["prefix"])
     oldest = GaugeMetricFamily("cubequeue_queue_oldest_pending_age_seconds",
                                "Age of the oldest pending item per prefix (only prefixes "
                                "with pending items; the oldest of the folded ones under "
