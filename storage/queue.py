@@ -370,7 +370,7 @@ class QueueState:
             self._item_expiry.note_dead()
         departure = Departure.of(item, reason, now, bulk)
         self.log.record(departure)
-        self.departed.add(reason)
+        self.departed[reason] += 1
         hook = self._on_departure
         if hook is not None:
             self.post_commit.append(partial(hook, departure))
@@ -485,7 +485,7 @@ class QueueState:
         self._backlog = False
         count -= self._hidden  # purged items not released yet left clients already
         self._purges, self._hidden, self._hiding = [], 0, False
-        self.departed.add("truncated", count)
+        self.departed["truncated"] += count
         if count or results:
             self.deferred.push(partial(self._release, old, now))
             _log.info("QUEUE TRUNCATE: %d items and %d results removed", count, results,
@@ -532,7 +532,7 @@ class QueueState:
             self.journal.append((PURGE, "queue", prefix, status, self._next_id))
         self._release_prefix(state)
         self._purges.append(detached)
-        self.departed.add("purged", detached.count)
+        self.departed["purged"] += detached.count
         self._hidden += detached.count
         self._hiding = True
         self.deferred.push(partial(self._release_purge, detached, now))

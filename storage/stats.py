@@ -62,19 +62,15 @@ class PrefixCounts:
 PrefixSample = tuple[int, str, int, int, int | None, int]
 
 
-class DepartureCounts:
-    """Items that left the queue, by reason, since the store was built (a counter)."""
-
-    __slots__ = ("_counts",)
+class DepartureCounts(dict[str, int]):
+    """Items that left the queue, by reason, since the store was built (a counter). A
+    dict, so that counting one departure is one C-level item update on the ACK path."""
 
     def __init__(self) -> None:
-        self._counts: dict[str, int] = dict.fromkeys(DEPARTURE_REASONS, 0)
-
-    def add(self, reason: str, n: int = 1) -> None:
-        self._counts[reason] += n
+        super().__init__(dict.fromkeys(DEPARTURE_REASONS, 0))
 
     def snapshot(self) -> dict[str, int]:
-        return dict(self._counts)
+        return dict(self)
 
 
 class SampledPrefix(Protocol):
