@@ -122,8 +122,9 @@ def _match(fmt: str, i: int) -> str | None:
     return None
 
 
-#: the longest format read (a real one is a few dozen characters; reading costs ~1.5 µs
-#: a character, and a statement or a payload could hand over a megabyte)
+#: the longest format read (a real one is a few dozen characters; reading costs time per
+#: character, bench/RESULTS-notes.md, and a statement or a payload could hand over a
+#: megabyte)
 MAX_FORMAT_CHARS: Final = 1000
 
 
