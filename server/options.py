@@ -213,7 +213,8 @@ OPTIONS: tuple[Option, ...] = (
            "count against no other cap); beyond it new ones wait in the listen backlog, and "
            "the oldest that sent nothing is closed for them", _POSITIVE, metavar="N", topic=LIMITS),
     Option("startup_timeout", "a PostgreSQL connection that sends nothing for this long "
-           "is closed (authentication itself has 60 s)", _POSITIVE, metavar="S", unit="s",
+           "is closed (authentication itself has 60 s), and so is an HTTP connection whose "
+           "request and answer take longer", _POSITIVE, metavar="S", unit="s",
            topic=LISTENING),
     Option("message_timeout", "a PostgreSQL message whose first bytes arrived must be "
            "complete within this time, or the connection gets 08P01 and is closed",
