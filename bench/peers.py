@@ -6,8 +6,9 @@ exposes ``pid`` (the root of its process tree, for ``cpu.tree_cpu_s``).
 PostgreSQL keeps its durability defaults (``fsync=on``, ``full_page_writes=on``, WAL
 logged tables) except the settings an expert would choose for a queue whose contents are
 recoverable (Cube re-queues lost queries): ``PG_SETTINGS`` below, listed verbatim in
-RESULTS.md. initdb and postgres refuse to run as root, so they run as the ``postgres``
-user through ``runuser``. Redis runs without persistence (``--save '' --appendonly no``),
+RESULTS.md. Its cluster is made by ``tests/support/pgcluster.py`` (``init_cluster``, run
+as the ``postgres`` user under root), the one home of starting a throwaway PostgreSQL;
+the benchmark starts it with its own settings and PostgreSQL 15 (``PG_BIN``). Redis runs without persistence (``--save '' --appendonly no``),
 like cubequeue, which keeps everything in memory. The floor (bench/floor.py) is a bare
 uvloop responder that answers ``SELECT 1`` with prebuilt bytes: the round trip's floor.
 """
@@ -25,6 +26,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.support.pgcluster import as_postgres, free_port, init_cluster
 
 __all__ = [
     "PG_BIN",
@@ -53,13 +56,6 @@ PG_SETTINGS: tuple[tuple[str, str, str], ...] = (
      "(still crash-consistent; fsync stays on)"),
     ("max_wal_size", "2GB", "no forced checkpoints during a run"),
 )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _accepts(port: int) -> bool:
@@ -186,30 +182,16 @@ def _redis_ping(port: int) -> bool:
     return False
 
 
-def _as_postgres(cmd: list[str]) -> list[str]:
-    return ["runuser", "-u", "postgres", "--", *cmd] if os.getuid() == 0 else cmd
-
-
 def start_postgres() -> Peer:
     """initdb a throwaway cluster and start ``postgres`` with ``PG_SETTINGS``."""
-    workdir = Path(tempfile.mkdtemp(prefix="cqbench-pg-"))
+    workdir = init_cluster(PG_BIN, PG_USER, prefix="cqbench-pg-")
     data = workdir / "data"
-    if os.getuid() == 0:
-        shutil.chown(workdir, "postgres", "postgres")
-    init = subprocess.run(
-        _as_postgres([str(PG_BIN / "initdb"), "-D", str(data), "-U", PG_USER, "--auth=trust",
-                      "-E", "UTF8", "--no-sync", "--locale=C"]),
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if init.returncode != 0:
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise RuntimeError(f"initdb failed:\n{init.stdout}\n{init.stderr}")
     port = free_port()
     settings = [a for name, value, _ in PG_SETTINGS for a in ("-c", f"{name}={value}")]
     log = open(workdir / "server.log", "wb")  # noqa: SIM115 - owned by the child
     proc = subprocess.Popen(
-        _as_postgres([str(PG_BIN / "postgres"), "-D", str(data), "-k", str(workdir),
-                      "-p", str(port), *settings]),
+        as_postgres([str(PG_BIN / "postgres"), "-D", str(data), "-k", str(workdir),
+                     "-p", str(port), *settings]),
         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     log.close()

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Cluster", "find_bin", "free_port", "start_cluster"]
+__all__ = ["Cluster", "as_postgres", "find_bin", "free_port", "init_cluster", "start_cluster"]
 
 #: the database user and the password-less trust the throwaway clusters use
 USER = "cq"
@@ -56,7 +56,8 @@ def free_port() -> int:
         return port
 
 
-def _as_postgres(cmd: list[str]) -> list[str]:
+def as_postgres(cmd: list[str]) -> list[str]:
+    """``cmd`` as the ``postgres`` user when we are root (initdb and postgres refuse root)."""
     return ["runuser", "-u", "postgres", "--", *cmd] if os.getuid() == 0 else cmd
 
 
@@ -106,8 +107,8 @@ class Cluster:
         log = open(self.workdir / f"server-{self.port}.log", "ab")  # noqa: SIM115 - the child's
         settings = [a for name, value in _SETTINGS for a in ("-c", f"{name}={value}")]
         self.proc = subprocess.Popen(
-            _as_postgres([str(self.bin / "postgres"), "-D", str(self.data), "-k",
-                          str(self.workdir), "-p", str(self.port), *settings, *extra]),
+            as_postgres([str(self.bin / "postgres"), "-D", str(self.data), "-k",
+                         str(self.workdir), "-p", str(self.port), *settings, *extra]),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
         log.close()
@@ -132,10 +133,10 @@ class Cluster:
         if os.getuid() == 0:
             shutil.chown(self.workdir, "postgres", "postgres")
         base = subprocess.run(
-            _as_postgres([str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p",
-                          str(self.port), "-U", USER, "-D", str(data), "-R", "-X", "stream",
-                          "--no-sync", "--checkpoint=fast", "-d",
-                          f"application_name={name}"]),
+            as_postgres([str(self.bin / "pg_basebackup"), "-h", "127.0.0.1", "-p",
+                         str(self.port), "-U", USER, "-D", str(data), "-R", "-X", "stream",
+                         "--no-sync", "--checkpoint=fast", "-d",
+                         f"application_name={name}"]),
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         if base.returncode != 0:
@@ -150,7 +151,7 @@ class Cluster:
 
     def promote(self) -> None:
         out = subprocess.run(
-            _as_postgres([str(self.bin / "pg_ctl"), "promote", "-w", "-D", str(self.data)]),
+            as_postgres([str(self.bin / "pg_ctl"), "promote", "-w", "-D", str(self.data)]),
             capture_output=True, text=True, timeout=120,
         )
         if out.returncode != 0:
@@ -227,23 +228,32 @@ class Cluster:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start_cluster(bin_dir: Path | None = None) -> Cluster:
-    """initdb a cluster in a new temporary directory and start it on a free port."""
-    binary = bin_dir or find_bin()
-    if binary is None:
-        raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
-    workdir = Path(tempfile.mkdtemp(prefix="cq-pgstore-"))
-    data = workdir / "data"
+def init_cluster(binary: Path, user: str, *, prefix: str) -> Path:
+    """A new temporary directory (named ``prefix…``) whose ``data/`` is a fresh cluster
+    (initdb with ``user`` as its superuser, password-less trust, UTF8, the C locale); on
+    failure the directory is removed. ``bench/peers.py`` starts its PostgreSQL from one too.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
     if os.getuid() == 0:
         shutil.chown(workdir, "postgres", "postgres")
     init = subprocess.run(
-        _as_postgres([str(binary / "initdb"), "-D", str(data), "-U", USER, "--auth=trust",
-                      "-E", "UTF8", "--no-sync", "--locale=C"]),
+        as_postgres([str(binary / "initdb"), "-D", str(workdir / "data"), "-U", user,
+                     "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"]),
         capture_output=True, text=True,
     )  # fmt: skip
     if init.returncode != 0:
         shutil.rmtree(workdir, ignore_errors=True)
         raise RuntimeError(f"initdb failed:\n{init.stdout}\n{init.stderr}")
+    return workdir
+
+
+def start_cluster(bin_dir: Path | None = None) -> Cluster:
+    """initdb a cluster in a new temporary directory and start it on a free port."""
+    binary = bin_dir or find_bin()
+    if binary is None:
+        raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
+    workdir = init_cluster(binary, USER, prefix="cq-pgstore-")
+    data = workdir / "data"
     with open(data / "pg_hba.conf", "a") as hba:
         hba.write("host replication all 127.0.0.1/32 trust\n")
     cluster = Cluster(binary, workdir, data, free_port())
