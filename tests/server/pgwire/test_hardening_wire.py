@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import socket
-import struct
 import threading
 import urllib.error
 import urllib.request
@@ -24,6 +23,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from fake_transport import FakeTransport
+from wire_messages import SYNC, bind, parse, query, read_messages, startup, until_ready
 
 from cubequeue.grammar.commands import CacheGet, Command, QueueResultBlocking
 from cubequeue.grammar.results import ResultSet
@@ -33,57 +34,7 @@ from cubequeue.storage.interface import BlockingOutcome, StoreBackend, Table
 TIMEOUT_S = 30.0
 
 
-# --- frontend messages by hand ---------------------------------------------------------
-
-
-def startup(user: str = "cube") -> bytes:
-    body = struct.pack("!i", 196608) + f"user\0{user}\0database\0cube\0\0".encode()
-    return struct.pack("!i", len(body) + 4) + body
-
-
-def message(kind: bytes, body: bytes) -> bytes:
-    return kind + struct.pack("!i", len(body) + 4) + body
-
-
-def query(sql: str) -> bytes:
-    return message(b"Q", sql.encode() + b"\0")
-
-
-def parse(name: str, sql: str) -> bytes:
-    return message(b"P", name.encode() + b"\0" + sql.encode() + b"\0" + struct.pack("!h", 0))
-
-
-def bind(portal: str, statement: str) -> bytes:
-    return message(b"B", portal.encode() + b"\0" + statement.encode() + b"\0"
-                   + struct.pack("!hhh", 0, 0, 0))
-
-
-SYNC = message(b"S", b"")
-
-
-def read_messages(sock: socket.socket) -> Iterator[tuple[bytes, bytes]]:
-    """(type, body) of every backend message until the server closes."""
-    buf = b""
-    while True:
-        while len(buf) >= 5:
-            size = struct.unpack("!i", buf[1:5])[0]
-            if len(buf) < size + 1:
-                break
-            yield buf[:1], buf[5:size + 1]
-            buf = buf[size + 1:]
-        data = sock.recv(1 << 16)
-        if not data:
-            return
-        buf += data
-
-
-def until_ready(messages: Iterator[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    got = []
-    for kind, body in messages:
-        got.append((kind, body))
-        if kind == b"Z":
-            return got
-    raise AssertionError(f"closed before ReadyForQuery: {got}")
+# --- a connection by hand (its messages: tests/support/wire_messages.py) ---------------
 
 
 def error_fields(body: bytes) -> dict[str, str]:
@@ -99,33 +50,6 @@ def connect_raw(port: int) -> tuple[socket.socket, Iterator[tuple[bytes, bytes]]
 
 
 # --- 14: queued bytes ------------------------------------------------------------------
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.paused = False
-        self.written: list[bytes] = []
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
 
 
 def _context() -> Any:

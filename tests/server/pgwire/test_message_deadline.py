@@ -14,20 +14,13 @@ import socket
 import struct
 from typing import Any
 
+from fake_transport import FakeTransport
+from wire_messages import query, startup
+
 from cubequeue.server.pgwire import connection
 from cubequeue.server.pytest_plugin import start_cubequeue
 
 WAIT_S = 60.0
-
-
-def startup() -> bytes:
-    body = struct.pack("!i", 196608) + b"user\0cube\0database\0cube\0\0"
-    return struct.pack("!i", len(body) + 4) + body
-
-
-def query(sql: str) -> bytes:
-    body = sql.encode() + b"\0"
-    return b"Q" + struct.pack("!i", len(body) + 4) + body
 
 
 def read_until(sock: socket.socket, kind: bytes) -> list[tuple[bytes, bytes]]:
@@ -68,33 +61,6 @@ def test_an_unfinished_query_is_closed_with_08p01() -> None:
 
 
 # --- the timer, driven by hand -----------------------------------------------------------
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 5555) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def write(self, data: bytes) -> None:
-        self.written.append(data)
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
-
-    def abort(self) -> None:
-        self.closed = True
 
 
 def _protocol() -> tuple[Any, FakeTransport]:
