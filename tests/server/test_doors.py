@@ -16,11 +16,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from server_process import server
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
@@ -28,18 +28,9 @@ from cubequeue.server.app import open_doors
 from cubequeue.server.config import Config
 from cubequeue.server.http import peer_allowed
 from cubequeue.server.options import ConfigError, load_config
-from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
+from cubequeue.server.pytest_plugin import start_cubequeue
 
 WAIT_S = 30.0
-
-
-@contextlib.contextmanager
-def server(*args: str) -> Iterator[CubequeueServer]:
-    srv = start_cubequeue(*args)
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 def _status(url: str, context: ssl.SSLContext | None = None) -> int:

@@ -25,19 +25,11 @@ from pathlib import Path
 import asyncpg
 import psycopg
 import pytest
+from server_process import server
 
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
 WAIT_S = 60.0
-
-
-@contextlib.contextmanager
-def server(*args: str) -> Iterator[CubequeueServer]:
-    srv = start_cubequeue(*args)
-    try:
-        yield srv
-    finally:
-        srv.stop()
 
 
 @contextlib.contextmanager
