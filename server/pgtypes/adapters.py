@@ -151,24 +151,6 @@ def _void_out(_value: object) -> bytes:
     return b""
 
 
-_DUMPERS: Final[dict[tuple[int, int], Dumper]] = {
-    (TEXT, 0): _text_out, (TEXT, 1): _text_out,
-    (VARCHAR, 0): _text_out, (VARCHAR, 1): _text_out,
-    (JSON, 0): _text_out, (JSON, 1): _text_out,
-    (JSONB, 0): _text_out, (JSONB, 1): _jsonb_bin_out,
-    (UNKNOWN, 0): _text_out, (UNKNOWN, 1): _text_out,
-    (INT2, 0): _int_text_out, (INT2, 1): _int2_bin_out,
-    (INT4, 0): _int_text_out, (INT4, 1): _int4_bin_out,
-    (INT8, 0): _int_text_out, (INT8, 1): _int8_bin_out,
-    (BOOL, 0): _bool_text_out, (BOOL, 1): _bool_bin_out,
-    (FLOAT8, 0): _float_text_out, (FLOAT8, 1): _float_bin_out,
-    (TIMESTAMPTZ, 0): _timestamp_text_out, (TIMESTAMPTZ, 1): _timestamp_bin_out,
-    (VOID, 0): _void_out, (VOID, 1): _void_out,
-    (INTERVAL, 0): interval.dump_text, (INTERVAL, 1): interval.dump_binary,
-    (NUMERIC, 0): numeric.dump_text, (NUMERIC, 1): numeric.dump_binary,
-}  # fmt: skip
-
-
 def _dumper(oid: int, fmt: int, tz: tzinfo) -> Dumper:
     if oid == TIMESTAMPTZ and fmt == 0:
         return _timestamp_text_in_zone(tz)
@@ -300,51 +282,56 @@ def _interval_bin_in(raw: bytes) -> str:
         raise InvalidBinaryRepresentation("incorrect binary data format in bind parameter") from None
 
 
-_LOADERS: Final[dict[tuple[int, int], Loader]] = {
-    (TEXT, 0): _text_in, (TEXT, 1): _text_in,
-    (VARCHAR, 0): _text_in, (VARCHAR, 1): _text_in,
-    (UNKNOWN, 0): _text_in, (UNKNOWN, 1): _text_in,
-    (JSON, 0): _text_in, (JSON, 1): _text_in,
-    (JSONB, 0): _text_in, (JSONB, 1): _jsonb_bin_in,
-    (INT2, 0): _number_text_in(INT2, int), (INT2, 1): _fixed_bin_in(_I16),
-    (INT4, 0): _number_text_in(INT4, int), (INT4, 1): _fixed_bin_in(_I32),
-    (INT8, 0): _number_text_in(INT8, int), (INT8, 1): _fixed_bin_in(_I64),
-    (BOOL, 0): _bool_text_in, (BOOL, 1): _bool_bin_in,
-    (FLOAT8, 0): _number_text_in(FLOAT8, float), (FLOAT8, 1): _fixed_bin_in(_F64),
-    (TIMESTAMPTZ, 0): _timestamp_text_in, (TIMESTAMPTZ, 1): _timestamp_bin_in,
-    (VOID, 0): _void_in, (VOID, 1): _void_in,
-    (INTERVAL, 1): _interval_bin_in,
+#: one row per type: (text dumper, binary dumper, text loader, binary loader); a loader
+#: that is None: a parameter of that type in that format is not decoded here (a text one
+#: reaches the grammar as its text, a binary one is 22P03)
+_ADAPTERS: Final[dict[int, tuple[Dumper, Dumper, Loader | None, Loader | None]]] = {
+    TEXT: (_text_out, _text_out, _text_in, _text_in),
+    VARCHAR: (_text_out, _text_out, _text_in, _text_in),
+    JSON: (_text_out, _text_out, _text_in, _text_in),
+    JSONB: (_text_out, _jsonb_bin_out, _text_in, _jsonb_bin_in),
+    UNKNOWN: (_text_out, _text_out, _text_in, _text_in),
+    INT2: (_int_text_out, _int2_bin_out, _number_text_in(INT2, int), _fixed_bin_in(_I16)),
+    INT4: (_int_text_out, _int4_bin_out, _number_text_in(INT4, int), _fixed_bin_in(_I32)),
+    INT8: (_int_text_out, _int8_bin_out, _number_text_in(INT8, int), _fixed_bin_in(_I64)),
+    BOOL: (_bool_text_out, _bool_bin_out, _bool_text_in, _bool_bin_in),
+    FLOAT8: (_float_text_out, _float_bin_out, _number_text_in(FLOAT8, float),
+             _fixed_bin_in(_F64)),
+    TIMESTAMPTZ: (_timestamp_text_out, _timestamp_bin_out, _timestamp_text_in,
+                  _timestamp_bin_in),
+    VOID: (_void_out, _void_out, _void_in, _void_in),
+    INTERVAL: (interval.dump_text, interval.dump_binary, None, _interval_bin_in),
+    NUMERIC: (numeric.dump_text, numeric.dump_binary, None, None),
 }  # fmt: skip
+_DUMPERS: Final[dict[tuple[int, int], Dumper]] = {
+    (oid, fmt): dumper
+    for oid, (text_out, binary_out, _, _) in _ADAPTERS.items()
+    for fmt, dumper in enumerate((text_out, binary_out))
+}
+_LOADERS: Final[dict[tuple[int, int], Loader]] = {
+    (oid, fmt): loader
+    for oid, (_, _, text_in, binary_in) in _ADAPTERS.items()
+    for fmt, loader in enumerate((text_in, binary_in))
+    if loader is not None
+}
 
 
 def load_param(oid: int, fmt: int, raw: bytes | None, index: int) -> ParamValue:
     """Decode parameter ``index`` (1-based) sent with type ``oid`` (0 = text-like)."""
-    if raw is None:
-        return None
-    loader = _LOADERS.get((oid or UNKNOWN, fmt))
-    if loader is None:
-        if fmt == 0:  # any other type sent as text reaches the grammar as its text
-            return _text_in(raw)
-        raise InvalidBinaryRepresentation(
-            f"incorrect binary data format in bind parameter {index}: "
-            f"type OID {oid} is not supported in binary"
-        )
-    try:
-        return loader(raw)
-    except InvalidBinaryRepresentation:
-        raise InvalidBinaryRepresentation(
-            f"incorrect binary data format in bind parameter {index}"
-        ) from None
+    return None if raw is None else _param_fn(oid, fmt, index)(raw)
 
 
 ParamsLoader = Callable[[Sequence[bytes | None]], tuple[ParamValue, ...]]
 
 
 def _param_fn(oid: int, fmt: int, index: int) -> Loader:
-    """:func:`load_param` for one position, with its lookups done once."""
+    """The loader of parameter ``index`` (1-based), with its lookups done once; a
+    binary one that fails says which parameter."""
     loader = _LOADERS.get((oid or UNKNOWN, fmt))
     if loader is None:
-        return lambda raw: load_param(oid, fmt, raw, index)
+        if fmt == 0:  # any other type sent as text reaches the grammar as its text
+            return _text_in
+        return _unsupported_binary(oid, index)
     if loader is _text_in:  # raises InvalidTextRepresentation only: nothing to rename
         return _text_in
 
@@ -357,6 +344,16 @@ def _param_fn(oid: int, fmt: int, index: int) -> Loader:
             ) from None
 
     return load
+
+
+def _unsupported_binary(oid: int, index: int) -> Loader:
+    def refuse(_raw: bytes) -> ParamValue:
+        raise InvalidBinaryRepresentation(
+            f"incorrect binary data format in bind parameter {index}: "
+            f"type OID {oid} is not supported in binary"
+        )
+
+    return refuse
 
 
 def params_loader(oids: Sequence[int], formats: Sequence[int]) -> ParamsLoader:
