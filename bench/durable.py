@@ -52,7 +52,7 @@ from cubequeue.storage.durable.segments import SegmentWriter
 from cubequeue.storage.durable.store import DurableStore
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.record_kinds import ITEM_PUT
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 T0 = 1_700_000_000_000
 PAYLOAD = "x" * 300
@@ -174,7 +174,7 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
     tmp = tempfile.mkdtemp(prefix="cq-bench-")
     try:
         files = OsFiles()
-        durable, _ = await open_store(Store(FakeClock(T0)), data_dir=tmp, wall_ms=lambda: T0,
+        durable, _ = await open_store(MemoryStore(FakeClock(T0)), data_dir=tmp, wall_ms=lambda: T0,
                                       on_fatal=print)
         directory = durable._directory
         await durable.close()
@@ -197,7 +197,7 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
         size = sum(os.path.getsize(os.path.join(tmp, n)) for n in os.listdir(tmp))
         watch = ProgressWatch()
         started = time.perf_counter()
-        durable, _ = await open_store(Store(FakeClock(T0), Limits(max_items=10**7)),
+        durable, _ = await open_store(MemoryStore(FakeClock(T0), Limits(max_items=10**7)),
                                       data_dir=tmp, wall_ms=lambda: T0, on_fatal=print,
                                       progress=watch)
         took = time.perf_counter() - started
@@ -209,7 +209,7 @@ async def recovery_time(items: int) -> tuple[float, float, int]:
         shutil.rmtree(tmp)
 
 
-async def _step(store: Store | DurableStore, sql: str) -> list[Row]:
+async def _step(store: MemoryStore | DurableStore, sql: str) -> list[Row]:
     out = store.execute(parse(sql))
     if inspect.isawaitable(out):
         out = await out
@@ -217,7 +217,7 @@ async def _step(store: Store | DurableStore, sql: str) -> list[Row]:
     return out.rows
 
 
-async def _in_process_cycles(store: Store | DurableStore, clients: int, cycles: int) -> float:
+async def _in_process_cycles(store: MemoryStore | DurableStore, clients: int, cycles: int) -> float:
     """Process CPU seconds per QueryQueue cycle, ``clients`` coroutines at once."""
     counter = iter(range(10**9))
 
@@ -252,7 +252,7 @@ def _parsed_cycles(cycles: int) -> list[Command]:
     return out
 
 
-async def _pre_parsed_cycles(store: Store | DurableStore, cycles: int) -> float:
+async def _pre_parsed_cycles(store: MemoryStore | DurableStore, cycles: int) -> float:
     """Process CPU seconds per cycle of pre-parsed steps, one client: the store's own
     cost, the part durable mode adds to, without the parser's (most of a cycle)."""
     steps = _parsed_cycles(cycles)
@@ -272,20 +272,20 @@ async def in_process_costs(reps: int, clients: int = 64, cycles: int = 3200, *,
     out: dict[str, list[float]] = {mode: [] for mode in modes}
     limits = Limits(max_items=10**7)
 
-    async def measure(store: Store | DurableStore) -> float:
+    async def measure(store: MemoryStore | DurableStore) -> float:
         if pre_parsed:
             return await _pre_parsed_cycles(store, cycles)
         return await _in_process_cycles(store, clients, cycles)
 
-    await _in_process_cycles(Store(FakeClock(T0), limits), clients, clients * 10)  # warm up
+    await _in_process_cycles(MemoryStore(FakeClock(T0), limits), clients, clients * 10)  # warm up
     for _ in range(reps):
         for mode in modes:
             if mode == "memory":
-                out[mode].append(1e6 * await measure(Store(FakeClock(T0), limits)))
+                out[mode].append(1e6 * await measure(MemoryStore(FakeClock(T0), limits)))
                 continue
             tmp = tempfile.mkdtemp(prefix="cq-bench-")
             try:
-                durable, _ = await open_store(Store(FakeClock(T0), limits), data_dir=tmp,
+                durable, _ = await open_store(MemoryStore(FakeClock(T0), limits), data_dir=tmp,
                                               fsync=mode, wall_ms=lambda: T0, on_fatal=print)  # type: ignore[arg-type]  # a FsyncPolicy
                 await asyncio.sleep(0.05)  # the id reservation's first fsync
                 out[mode].append(1e6 * await measure(durable))

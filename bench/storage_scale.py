@@ -1,8 +1,8 @@
 """How the queue store scales with the size of one prefix.
 
-Calls :class:`cubequeue.storage.Store` directly (no wire, no parsing), with the item cap
+Calls :class:`cubequeue.storage.MemoryStore` directly (no wire, no parsing), with the item cap
 raised, and prints nanoseconds per operation for ADD, RETRIEVE, ACK, RESULT and the
-pending listing of the first 10 items (``Store.pending_page``), with 10^3 and with 10^6
+pending listing of the first 10 items (``MemoryStore.pending_page``), with 10^3 and with 10^6
 items queued in one prefix, plus the memory per queued item measured with tracemalloc.
 The ratio large/small must stay under 2 for every operation.
 
@@ -43,7 +43,7 @@ from cubequeue.grammar.commands import (
     QueueResult,
     QueueRetrieve,
 )
-from cubequeue.storage import FakeClock, Limits, Store
+from cubequeue.storage import FakeClock, Limits, MemoryStore
 
 PREFIX = "STANDALONE#queue"
 PAYLOAD_BYTES = 100
@@ -73,7 +73,7 @@ class Subject:
         self.n = n
         self.pattern = pattern
         self.rng = random.Random(seed)
-        self.store = Store(
+        self.store = MemoryStore(
             FakeClock(START), Limits(max_items=n + 1000, results_expire_ms=300_000)
         )
         gc.collect()

@@ -39,7 +39,7 @@ from cubequeue.storage.durable.errors import StartingUp
 from cubequeue.storage.interface import BlockingOutcome, StepResult, StoreBackend, Table
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.stats import StoreStats
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 if TYPE_CHECKING:
     from cubequeue.server.config import Config
@@ -250,7 +250,7 @@ def build_store(
             return store
 
         return StoreSlot("postgresql", clock, postgres)
-    memory = Store(clock, limits, on_departure=on_departure)
+    memory = MemoryStore(clock, limits, on_departure=on_departure)
     data_dir = config.data_dir
     if data_dir is None:
         slot = StoreSlot(MEMORY, clock)

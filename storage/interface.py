@@ -1,6 +1,6 @@
 """The store seam: the one typed interface the server talks to.
 
-Three stores sit behind it: the in-memory store (:class:`~cubequeue.storage.store.Store`,
+Three stores sit behind it: the in-memory store (:class:`~cubequeue.storage.store.MemoryStore`,
 pure and synchronous), its durable form (the same store with a log of state records and
 snapshots) and the PostgreSQL store (stateless front ends, every step one database
 transaction). The server never knows which one it has:

@@ -30,7 +30,7 @@ from cubequeue.storage.durable.recovery import (
 )
 from cubequeue.storage.durable.snapshots import prune
 from cubequeue.storage.durable.store import DurableSettings, DurableStore
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 __all__ = ["open_store"]
 
@@ -49,7 +49,7 @@ async def _log_progress(watch: ProgressWatch) -> None:
 
 
 async def open_store(
-    store: Store,
+    store: MemoryStore,
     *,
     data_dir: str,
     fsync: FsyncPolicy = "everysec",
@@ -85,7 +85,7 @@ async def open_store(
             await ticker
 
 
-def _recover_and_prune(disk: Files, data_dir: str, recovery: Policy, store: Store,
+def _recover_and_prune(disk: Files, data_dir: str, recovery: Policy, store: MemoryStore,
                        wall_ms: Callable[[], int], watch: ProgressWatch,
                        on_record: OnRecord | None) -> Recovered:
     """Recovery, then the files it no longer needs: segments wholly covered by the
@@ -96,7 +96,7 @@ def _recover_and_prune(disk: Files, data_dir: str, recovery: Policy, store: Stor
     return recovered
 
 
-async def _open(store: Store, data_dir: str, fsync: FsyncPolicy, recovery: Policy,
+async def _open(store: MemoryStore, data_dir: str, fsync: FsyncPolicy, recovery: Policy,
                 max_disk_bytes: int | None, segment_bytes: int, snapshot_min_log_bytes: int,
                 snapshot_interval_s: float, wall_ms: Callable[[], int],
                 on_fatal: Callable[[str], None], files: Files | None, watch: ProgressWatch,

@@ -12,7 +12,7 @@ from cubequeue.grammar import bind, parse
 from cubequeue.grammar.commands import QueueAdd, QueueAddAndRetrieve, QueueRetrieve
 from cubequeue.grammar.errors import InvalidParameterValue, QueueError, SyntaxError
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 #: one valid statement per CACHE command, so each listed word can be checked to parse
 CACHE_FORMS = {
@@ -74,7 +74,7 @@ def test_other_unsigned_fields_keep_cube_stores_words() -> None:
 
 
 def test_concurrency_zero_is_a_value_that_claims_nothing() -> None:
-    store = Store(FakeClock(1_000))
+    store = MemoryStore(FakeClock(1_000))
     store.execute(parse("QUEUE ADD 'z:a' 'v'"))
     retrieve = parse("QUEUE RETRIEVE CONCURRENCY 0 'z:a'")
     assert isinstance(retrieve, QueueRetrieve) and retrieve.concurrency == 0

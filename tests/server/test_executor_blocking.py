@@ -13,15 +13,15 @@ from cubequeue.grammar.errors import LimitExceeded
 from cubequeue.grammar.results import ResultSet
 from cubequeue.server.executor import BlockingWait, Executor, WaitFor
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 #: a real wait is resolved by its event, this only bounds a broken test
 GENEROUS_S = 30.0
 
 
-def make() -> tuple[Executor, Store, list[tuple[str, str]]]:
+def make() -> tuple[Executor, MemoryStore, list[tuple[str, str]]]:
     seen: list[tuple[str, str]] = []
-    store = Store(FakeClock())
+    store = MemoryStore(FakeClock())
     executor = Executor(store, observe=lambda cmd, outcome, _s: seen.append((cmd, outcome)))
     return executor, store, seen
 
@@ -38,7 +38,7 @@ def blocking_step(executor: Executor, sql: str) -> WaitFor:
     return step
 
 
-def waiters(store: Store) -> int:
+def waiters(store: MemoryStore) -> int:
     return int(store._queue.waiters.count)
 
 

@@ -27,7 +27,7 @@ from cubequeue.storage.capabilities import (
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.errors import StartingUp
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 T0 = 1_700_000_000_000
 
@@ -38,7 +38,7 @@ class Recording:
     kind = "recording"
 
     def __init__(self) -> None:
-        inner = Store(FakeClock(T0))
+        inner = MemoryStore(FakeClock(T0))
         self.execute = inner.execute
         self.result_blocking = inner.result_blocking
         self.system_table = inner.system_table
@@ -57,7 +57,7 @@ class Plain:
     kind = "plain"
 
     def __init__(self) -> None:
-        self._inner = Store(FakeClock(T0))
+        self._inner = MemoryStore(FakeClock(T0))
         self.execute = self._inner.execute
         self.result_blocking = self._inner.result_blocking
         self.system_table = self._inner.system_table
@@ -82,7 +82,7 @@ def test_the_executor_runs_on_the_attached_store_not_through_the_slot() -> None:
     executor = Executor(slot)
     with pytest.raises(StartingUp):
         executor.run(parse("QUEUE GET 'q:1'"))
-    store = Store(FakeClock(T0))
+    store = MemoryStore(FakeClock(T0))
     slot.attach(store)
     assert executor.store is store
     result = executor.run(parse("QUEUE ADD PRIORITY 1 'q:1' 'p'"))
@@ -94,7 +94,7 @@ def test_the_executor_runs_on_the_attached_store_not_through_the_slot() -> None:
 
 def test_the_slot_rebinds_nothing_and_reads_through_no_fallback() -> None:
     slot = StoreSlot("memory", FakeClock(T0))
-    store = Store(FakeClock(T0))
+    store = MemoryStore(FakeClock(T0))
     slot.attach(store)
     assert not {"execute", "result_blocking", "system_table", "stats", "now_ms"} & set(vars(slot))
     assert slot.execute == store.execute and slot.system_table == store.system_table
@@ -107,7 +107,7 @@ def test_the_slot_rebinds_nothing_and_reads_through_no_fallback() -> None:
 def test_capabilities_are_found_once_when_the_store_is_attached() -> None:
     slot = StoreSlot("memory", FakeClock(T0))
     assert slot.capabilities == Capabilities()
-    store = Store(FakeClock(T0))
+    store = MemoryStore(FakeClock(T0))
     slot.attach(store)
     caps = slot.capabilities
     assert caps.defers_work is store and caps.closes is None and caps.persistence is None

@@ -25,7 +25,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 from cubequeue.storage.waiters import Waiter
 
 START = 1_700_000_000_000
@@ -35,7 +35,7 @@ HOUR = 3_600_000
 @dataclass
 class Harness:
     clock: FakeClock
-    store: Store
+    store: MemoryStore
     departures: list[Departure] = field(default_factory=list)
 
     def run(self, cmd: Command, pid: str | None = None) -> list[Row]:
@@ -99,5 +99,5 @@ class Harness:
 def harness(limits: Limits | None = None, start: int = START) -> Harness:
     clock = FakeClock(start)
     departures: list[Departure] = []
-    store = Store(clock, limits or Limits(), on_departure=departures.append)
+    store = MemoryStore(clock, limits or Limits(), on_departure=departures.append)
     return Harness(clock, store, departures)

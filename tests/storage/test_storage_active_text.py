@@ -25,7 +25,7 @@ from cubequeue.grammar.commands import (
 )
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 START = 1_700_000_000_000
 HOUR = 3_600_000
@@ -40,7 +40,7 @@ class ActiveText(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.clock = FakeClock(START)
-        self.store = Store(self.clock, Limits())
+        self.store = MemoryStore(self.clock, Limits())
         #: path → (id, active?) of the items the store holds
         self.items: dict[str, tuple[int, bool]] = {}
         self.next_id = 1
@@ -120,7 +120,7 @@ TestActiveText = ActiveText.TestCase
 def test_lowest_and_highest_leave_and_middle_claims():
     """The named cases behind the text edits: a claim below the highest id, then the
     highest and the lowest id leaving, then the middle one."""
-    store = Store(FakeClock(START), Limits())
+    store = MemoryStore(FakeClock(START), Limits())
     for key in ("a", "bb", "c", "dd"):
         store.execute(QueueAdd(path=f"p:{key}", payload="v"))
 

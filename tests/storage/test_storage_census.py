@@ -12,21 +12,21 @@ from hypothesis import strategies as st
 from cubequeue.grammar import parse
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.stats import PrefixCensus
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 
-def run(store: Store, sql: str) -> None:
+def run(store: MemoryStore, sql: str) -> None:
     store.execute(parse(sql))
 
 
-def census(store: Store) -> PrefixCensus:
+def census(store: MemoryStore) -> PrefixCensus:
     prefixes = store.stats().prefixes
     assert isinstance(prefixes, PrefixCensus)
     return prefixes
 
 
 def test_a_census_counts_without_reading_and_rows_sort_by_name() -> None:
-    store = Store(FakeClock())
+    store = MemoryStore(FakeClock())
     for name in ("b", "a", "c"):
         run(store, f"QUEUE ADD PRIORITY 1 '{name}:1' 'x'")
     rows = census(store)
@@ -41,7 +41,7 @@ def test_a_census_counts_without_reading_and_rows_sort_by_name() -> None:
        size=st.integers(1, 4))
 def test_a_walk_reads_each_lasting_prefix_once(
         initial: int, steps: list[tuple[bool, int]], size: int) -> None:
-    store = Store(FakeClock())
+    store = MemoryStore(FakeClock())
     live = set()
     for i in range(initial):
         run(store, f"QUEUE ADD PRIORITY 1 'p{i}:k' 'x'")

@@ -32,7 +32,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import QueueError
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 START = 1_700_000_000_000
 RESULTS_EXPIRE_MS = 60_000
@@ -226,7 +226,7 @@ class StoreVsModel(RuleBasedStateMachine):
     @initialize()
     def setup(self) -> None:
         self.clock = FakeClock(START)
-        self.store = Store(self.clock, Limits(results_expire_ms=RESULTS_EXPIRE_MS))
+        self.store = MemoryStore(self.clock, Limits(results_expire_ms=RESULTS_EXPIRE_MS))
         self.model = Model()
         self.claimed: set[int] = set()
         self.max_id = 0

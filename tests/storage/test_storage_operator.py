@@ -25,7 +25,7 @@ from cubequeue.grammar.errors import (
 from cubequeue.grammar.results import ColumnType
 from cubequeue.storage.clock import AdjustableClock, FakeClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 S, I, B, T = ColumnType.STRING, ColumnType.INT, ColumnType.BOOLEAN, ColumnType.TIMESTAMP  # noqa: E741 - column type shorthands
 
@@ -193,14 +193,14 @@ def test_queue_log_keeps_the_last_n_rows() -> None:
 def test_on_departure_runs_after_commit() -> None:
     clock = FakeClock(START)
     seen: list[object] = []
-    store: Store
+    store: MemoryStore
 
     def hook(departure: object) -> None:
         seen.append(store.system_table("queue").rows)
 
     from cubequeue.grammar.commands import QueueAck, QueueAdd
 
-    store = Store(clock, Limits(), on_departure=hook)
+    store = MemoryStore(clock, Limits(), on_departure=hook)
     store.execute(QueueAdd(path="q:a", payload="p"))
     store.execute(QueueAck(key="q:a", result=None))
     assert seen == [[]]
@@ -220,7 +220,7 @@ def test_sys_clock_refused_without_clock_control() -> None:
 def test_sys_clock_show_advance_freeze_resume() -> None:
     source = FakeClock(START)
     clock = AdjustableClock(source)
-    store = Store(clock, Limits(clock_control=True))
+    store = MemoryStore(clock, Limits(clock_control=True))
     frame = store.execute(SysClock())
     assert [(c.name, c.type) for c in frame.columns] == [
         ("now", T), ("offset_ms", I), ("frozen", B)
@@ -238,7 +238,7 @@ def test_sys_clock_show_advance_freeze_resume() -> None:
 
 
 def test_sys_clock_advance_makes_item_orphaned_without_sleeping() -> None:
-    store = Store(AdjustableClock(FakeClock(START)), Limits(clock_control=True))
+    store = MemoryStore(AdjustableClock(FakeClock(START)), Limits(clock_control=True))
     from cubequeue.grammar.commands import QueueAdd, QueueToCancel
 
     store.execute(QueueAdd(path="q:a", payload="p", orphaned=120))

@@ -1,7 +1,7 @@
 """State capture (a test helper): the in-memory store's whole state as plain records, in slices.
 
 The durable store's snapshots do not use it (they write the store's own
-``Store.snapshot_slices``); it stays here as a readable model of the store's state.
+``MemoryStore.snapshot_slices``); it stays here as a readable model of the store's state.
 :func:`capture` takes only the *ids* of the rows at the start (a list of ints, not a
 copy of the rows) and builds each slice of records when it is asked for.
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from cubequeue.storage.cache import CacheStore
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.queue_log import Departure
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 __all__ = [
     "CacheRecord",
@@ -97,7 +97,7 @@ class CacheRecord:
 StateRecord = Counters | PrefixRecord | ItemRecord | ResultRecord | CacheRecord | Departure
 
 
-def capture_store(store: Store, slice_items: int) -> Iterator[list[StateRecord]]:
+def capture_store(store: MemoryStore, slice_items: int) -> Iterator[list[StateRecord]]:
     """The store's whole state in slices of records. Expired rows are swept first
     (a step's commit, then the cache's sweep), so none is captured."""
     store._begin()

@@ -27,7 +27,7 @@ from cubequeue.server.executor import Executor
 from cubequeue.server.row_sink import StreamedRows
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 BUDGET = 4
 TIMEOUT_S = 60.0
@@ -38,7 +38,7 @@ class _Between(FrameSink):
 
     __slots__ = ("between", "sizes")
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: MemoryStore) -> None:
         super().__init__()
         acked = iter(range(100))
         self.sizes: list[int] = []
@@ -59,7 +59,7 @@ class _Between(FrameSink):
 
 
 def test_a_streamed_listing_is_the_frame_of_the_rows_at_its_step() -> None:
-    store = Store(FakeClock(1_700_000_000_000), Limits(work_budget=BUDGET))
+    store = MemoryStore(FakeClock(1_700_000_000_000), Limits(work_budget=BUDGET))
     for i in range(30):
         store.execute(QueueAdd(path=f"q:{i}", payload=f"p{i}", priority=i % 3))
     store.execute(QueueRetrieve(path="q:4", concurrency=10), "w")

@@ -36,7 +36,7 @@ from cubequeue.server.row_sink import StreamedRows
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.interface import BlockingOutcome, StoreBackend, Table
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 TIMEOUT_S = 60.0
 BUDGET = 4
@@ -68,8 +68,8 @@ class RecordingSink:
         await asyncio.sleep(0)
 
 
-def _store(items: int = 30) -> Store:
-    store = Store(FakeClock(1_700_000_000_000), Limits(work_budget=BUDGET))
+def _store(items: int = 30) -> MemoryStore:
+    store = MemoryStore(FakeClock(1_700_000_000_000), Limits(work_budget=BUDGET))
     for i in range(items):
         store.execute(QueueAdd(path=f"q:{i}", payload=f"p{i}", priority=i % 3))
     store.execute(QueueRetrieve(path="q:4", concurrency=10), "w")
@@ -135,7 +135,7 @@ class RegistersNever:
     """A store whose RESULT_BLOCKING registration never completes (a PostgreSQL store
     whose session stopped answering), everything else the in-memory store's."""
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: MemoryStore) -> None:
         self.inner = inner
         self.kind = "postgresql"
         self.cancelled = 0

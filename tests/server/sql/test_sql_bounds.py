@@ -28,7 +28,7 @@ from cubequeue.server.sql.limits import (
 )
 from cubequeue.server.sql.select import plan_for
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 # ---- LIKE --------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ def test_in_lists_and_expressions_are_bounded_after_parsing() -> None:
 
 
 def test_a_long_constant_in_list_is_a_set_with_sql_null_logic() -> None:
-    store, session = Store(FakeClock(1_767_225_600_000)), PlainSession(server_version="15", user="u")
+    store, session = MemoryStore(FakeClock(1_767_225_600_000)), PlainSession(server_version="15", user="u")
     for key in ("a", "b", "c"):
         store.execute(parse(f"QUEUE ADD 'p:{key}' 'v'"), "proc")
 

@@ -14,7 +14,7 @@ from cubequeue.server.sql import PlainSession, run_plain
 from cubequeue.server.sql.datetime_functions import add_months, parse_calendar_interval
 from cubequeue.server.sql.errors import UndefinedFunction
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 DAY_MS = 86_400_000
@@ -25,14 +25,14 @@ def ms(text: str) -> int:
 
 
 def answer(sql: str, now_ms: int = T0) -> tuple[list[tuple[object, ...]], tuple[int, ...] | None]:
-    out = run_plain(sql, PlainSession(server_version="15", user="u"), Store(FakeClock(now_ms)))
+    out = run_plain(sql, PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(now_ms)))
     assert out.result is not None
     return list(out.result.rows), out.type_oids
 
 
 def test_floor_of_integer_division_is_int8_named_by_alias() -> None:
     out = run_plain("SELECT FLOOR((UNIX_TIMESTAMP()) / 10) as refresh_key",
-                    PlainSession(server_version="15", user="u"), Store(FakeClock(T0)))
+                    PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(T0)))
     assert out.result is not None
     assert [c.name for c in out.result.columns] == ["refresh_key"]
     assert out.result.rows == [(T0 // 10_000,)]
@@ -77,7 +77,7 @@ def test_case_when_now_before_the_window_end() -> None:
 
 def test_placeholders_in_cube_style() -> None:
     out = run_plain("SELECT CASE WHEN NOW() < CAST(? as TIMESTAMP) THEN 1 END as refresh_key",
-                    PlainSession(server_version="15", user="u"), Store(FakeClock(T0)),
+                    PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(T0)),
                     ["2026-01-02T00:00:00.000"])
     assert out.result is not None and out.result.rows == [(1,)]
 

@@ -19,7 +19,7 @@ from cubequeue.server.sql.refusals import PREAGGREGATION_HINT
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.cache_steps import CacheSteps
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 WRITES = [
     ("INSERT INTO system.queue (path, value) VALUES ('p:a', 'x')", "cannot insert into system.queue",
@@ -43,7 +43,7 @@ WRITES = [
 
 
 def _plain(sql: str) -> None:
-    run_plain(sql, PlainSession(server_version="15", user="u"), Store(FakeClock(0)))
+    run_plain(sql, PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(0)))
 
 
 @pytest.mark.parametrize(("sql", "message", "statement"), WRITES)
@@ -94,7 +94,7 @@ BAD_VALUES = [
 @pytest.mark.parametrize(("value", "message", "kind"), BAD_VALUES)
 def test_memory_store_incr_names_the_key_and_the_value(value: str, message: str,
                                                        kind: str) -> None:
-    store = Store(FakeClock(0))
+    store = MemoryStore(FakeClock(0))
     store.execute(CacheSet(key="n:hits", value=value))
     with pytest.raises(InvalidTextRepresentation) as e:
         store.execute(CacheIncr(key="n:hits"))

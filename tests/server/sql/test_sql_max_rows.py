@@ -13,7 +13,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.prefixes import PrefixState
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 PREFIXES = 10
 
@@ -23,9 +23,9 @@ def _session() -> PlainSession:
 
 
 @pytest.fixture
-def store() -> Store:
+def store() -> MemoryStore:
     """Ten prefixes, a work budget of four rows: system.queue_prefixes is a stream."""
-    store = Store(FakeClock(1_700_000_000_000), Limits(work_budget=4))
+    store = MemoryStore(FakeClock(1_700_000_000_000), Limits(work_budget=4))
     for i in range(PREFIXES):
         store.execute(QueueAdd(path=f"p{i:02}:k", payload="{}"), None)
     return store
@@ -51,7 +51,7 @@ def rows_built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     "SELECT prefix FROM system.queue_prefixes WHERE prefix = 'p01' LIMIT 1",
 ])
 def test_queue_prefixes_above_the_limit_is_refused_before_a_row_is_built(
-        store: Store, rows_built: list[str], sql: str) -> None:
+        store: MemoryStore, rows_built: list[str], sql: str) -> None:
     assert isinstance(store.system_table("queue_prefixes"), RowStream)
     rows_built.clear()
     with pytest.raises(LimitExceeded, match=r"--max-sql-rows=9") as refused:
@@ -60,7 +60,7 @@ def test_queue_prefixes_above_the_limit_is_refused_before_a_row_is_built(
     assert rows_built == []
 
 
-def test_the_refusal_suggests_what_works_not_the_table_it_refuses(store: Store) -> None:
+def test_the_refusal_suggests_what_works_not_the_table_it_refuses(store: MemoryStore) -> None:
     with pytest.raises(LimitExceeded) as refused:
         Executor(store, max_sql_rows=PREFIXES - 1).plain(
             "SELECT * FROM system.queue_prefixes", _session())
@@ -73,14 +73,14 @@ def test_the_refusal_suggests_what_works_not_the_table_it_refuses(store: Store) 
     assert not isinstance(listed, RowStream) and len(listed.rows) == 1
 
 
-def test_system_queue_refusal_points_at_the_per_prefix_counts(store: Store) -> None:
+def test_system_queue_refusal_points_at_the_per_prefix_counts(store: MemoryStore) -> None:
     with pytest.raises(LimitExceeded) as refused:
         Executor(store, max_sql_rows=PREFIXES - 1).plain("SELECT * FROM system.queue", _session())
     assert "system.queue_prefixes counts" in (refused.value.hint or "")
 
 
 def test_at_the_limit_the_streamed_table_reads_whole_and_in_order(
-        store: Store, rows_built: list[str]) -> None:
+        store: MemoryStore, rows_built: list[str]) -> None:
     answer = Executor(store, max_sql_rows=PREFIXES).plain(
         "SELECT prefix, pending FROM system.queue_prefixes", _session())
     assert answer.result is not None

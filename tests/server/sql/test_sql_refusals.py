@@ -8,7 +8,7 @@ from cubequeue.grammar.errors import FeatureNotSupported
 from cubequeue.server.sql import PlainSession, run_plain
 from cubequeue.server.sql.refusals import PREAGGREGATION_HINT, refuse_statement
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 PLAN_LEVEL = [  # refused inside the plain-SQL SELECT path (server/sql/select.py)
     "SELECT `orders__count` FROM dev_pre_aggregations.orders_main_abcd1234_efgh5678_ijkl9012",
@@ -31,7 +31,7 @@ STATEMENTS = [
 @pytest.mark.parametrize("sql", PLAN_LEVEL)
 def test_preaggregation_reads_are_refused_with_the_hint(sql: str) -> None:
     with pytest.raises(FeatureNotSupported) as e:
-        run_plain(sql, PlainSession(server_version="15", user="u"), Store(FakeClock(0)))
+        run_plain(sql, PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(0)))
     assert e.value.sqlstate == "0A000"
     assert "pre-aggregation" in e.value.message
     assert e.value.hint == PREAGGREGATION_HINT
@@ -59,6 +59,6 @@ def test_other_statements_are_left_alone(sql: str) -> None:
 ])
 def test_catalog_queries_about_our_own_schemas_are_not_refused_as_preaggregations(sql: str) -> None:
     try:
-        run_plain(sql, PlainSession(server_version="15", user="u"), Store(FakeClock(0)))
+        run_plain(sql, PlainSession(server_version="15", user="u"), MemoryStore(FakeClock(0)))
     except FeatureNotSupported as e:  # information_schema may not be served (yet)
         assert e.hint != PREAGGREGATION_HINT

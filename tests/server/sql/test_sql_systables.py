@@ -1,4 +1,4 @@
-"""SELECT over the system tables of a real Store fed with dialect statements: exact rows,
+"""SELECT over the system tables of a real MemoryStore fed with dialect statements: exact rows,
 types (``docs/dialect.md`` §8 rule 11), Describe without running, and the refusals."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from cubequeue.grammar.results import Column, ColumnType, ResultSet
 from cubequeue.server.sql import PlainSession, describe_plain, run_plain
 from cubequeue.server.sql.systables import SCHEMAS
 from cubequeue.storage.clock import FakeClock
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 from cubequeue.storage.system_schemas import SYSTEM_TABLES
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -24,8 +24,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def store(clock: FakeClock) -> Store:
-    return Store(clock)
+def store(clock: FakeClock) -> MemoryStore:
+    return MemoryStore(clock)
 
 
 @pytest.fixture
@@ -33,19 +33,19 @@ def session() -> PlainSession:
     return PlainSession(server_version="15.18 (cubequeue 0.1.0)", user="u")
 
 
-def feed(store: Store, *statements: str, process_id: str = "proc") -> None:
+def feed(store: MemoryStore, *statements: str, process_id: str = "proc") -> None:
     for sql in statements:
         store.execute(parse(sql), process_id)
 
 
-def rows(store: Store, session: PlainSession, sql: str, *params: str | None) -> list[tuple[object, ...]]:
+def rows(store: MemoryStore, session: PlainSession, sql: str, *params: str | None) -> list[tuple[object, ...]]:
     out = run_plain(sql, session, store, params)
     assert out.result is not None
     assert out.tag == f"SELECT {len(out.result.rows)}"
     return list(out.result.rows)
 
 
-def scripted(store: Store, clock: FakeClock) -> None:
+def scripted(store: MemoryStore, clock: FakeClock) -> None:
     """ADD four items on two prefixes, RETRIEVE one, HEARTBEAT it later, ACK another, CACHE SET."""
     feed(store, 'QUEUE ADD PRIORITY 5 "jobs:a" "pa"')
     clock.advance(10)
@@ -58,7 +58,7 @@ def scripted(store: Store, clock: FakeClock) -> None:
     feed(store, 'QUEUE HEARTBEAT "jobs:a"', 'QUEUE ACK "mail:x" "done"', 'CACHE SET TTL 60 "c:k" "v"')
 
 
-def test_count_per_prefix_and_status(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_count_per_prefix_and_status(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     sql = "SELECT prefix, status, count(*) FROM system.queue GROUP BY prefix, status ORDER BY 1,2"
     out = run_plain(sql, session, store)
@@ -69,7 +69,7 @@ def test_count_per_prefix_and_status(store: Store, clock: FakeClock, session: Pl
                 "WHERE status = 'pending' GROUP BY prefix ORDER BY pending DESC, prefix") == [("jobs", 2)]
 
 
-def test_heartbeat_goes_from_null_to_a_timestamp(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_heartbeat_goes_from_null_to_a_timestamp(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     feed(store, 'QUEUE ADD "jobs:a" "pa"')
     q = "SELECT id, status, heartbeat FROM system.queue WHERE prefix = $1"
     assert rows(store, session, q, "jobs") == [("a", "pending", None)]
@@ -83,7 +83,7 @@ def test_heartbeat_goes_from_null_to_a_timestamp(store: Store, clock: FakeClock,
     assert rows(store, session, "SELECT count(*) FROM system.queue WHERE heartbeat IS NOT NULL") == [(1,)]
 
 
-def test_queue_rows_and_types(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_queue_rows_and_types(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     out = run_plain("SELECT * FROM system.queue ORDER BY queue_id", session, store)
     assert out.result is not None
@@ -96,7 +96,7 @@ def test_queue_rows_and_types(store: Store, clock: FakeClock, session: PlainSess
     ]
 
 
-def test_where_order_limit(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_where_order_limit(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     r = lambda sql, *p: rows(store, session, sql, *p)  # noqa: E731
     assert r("SELECT id FROM system.queue ORDER BY priority DESC") == [("a",), ("b",), ("c",)]
@@ -119,7 +119,7 @@ def test_where_order_limit(store: Store, clock: FakeClock, session: PlainSession
         ("c", -1), ("b", 0), ("a", 5)]
 
 
-def test_aggregates(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_aggregates(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     out = run_plain("SELECT count(*), count(heartbeat), min(created), max(priority), sum(priority), "
                     "count(DISTINCT created) FROM system.queue", session, store)
@@ -131,7 +131,7 @@ def test_aggregates(store: Store, clock: FakeClock, session: PlainSession) -> No
     assert rows(store, session, "SELECT DISTINCT prefix FROM system.queue") == [("jobs",)]
 
 
-def test_other_tables(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_other_tables(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     out = run_plain("SELECT * FROM system.cache", session, store)
     assert out.result is not None and out.type_oids == (25, 25, 1184, 25)
@@ -148,7 +148,7 @@ def test_other_tables(store: Store, clock: FakeClock, session: PlainSession) -> 
     assert out.result.rows == [("mail:x", "acked", T0 + 130)]
 
 
-def test_timestamp_text_and_session_timezone(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_timestamp_text_and_session_timezone(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     scripted(store, clock)
     assert rows(store, session, "SELECT created::text FROM system.queue WHERE id = 'b'") == [
         ("2026-01-01 00:00:00.01+00",)]
@@ -195,7 +195,7 @@ def test_describe_without_running(session: PlainSession) -> None:
     ("SELECT * FROM queue", "0A000"),
     ("SELECT pg_backend_pid()", "42883"),  # an unknown function, as PostgreSQL (issue 27)
 ])
-def test_select_errors(store: Store, session: PlainSession, sql: str, sqlstate: str) -> None:
+def test_select_errors(store: MemoryStore, session: PlainSession, sql: str, sqlstate: str) -> None:
     with pytest.raises(QueueError) as info:
         run_plain(sql, session, store)
     assert info.value.sqlstate == sqlstate, info.value
@@ -204,7 +204,7 @@ def test_select_errors(store: Store, session: PlainSession, sql: str, sqlstate: 
         assert info.value.hint is not None and "SELECT over system.queue" in info.value.hint
 
 
-def test_backslash_literals_follow_rule_4(store: Store, clock: FakeClock, session: PlainSession) -> None:
+def test_backslash_literals_follow_rule_4(store: MemoryStore, clock: FakeClock, session: PlainSession) -> None:
     feed(store, "QUEUE ADD \"p:a\" 'x\\\\y'")
     assert rows(store, session, "SELECT value FROM system.queue") == [("x\\y",)]
     assert rows(store, session, "SELECT id FROM system.queue WHERE value = 'x\\\\y'") == [("a",)]
@@ -215,7 +215,7 @@ def test_backslash_literals_follow_rule_4(store: Store, clock: FakeClock, sessio
 @pytest.mark.parametrize("table", sorted(SYSTEM_TABLES))
 def test_select_star_describes_the_stores_own_schema(table: str, session: PlainSession) -> None:
     """One definition: the SQL side reads the store's columns, in order, with their types."""
-    described = describe_plain(f"SELECT * FROM system.{table}", session, Store(FakeClock(T0)))
+    described = describe_plain(f"SELECT * FROM system.{table}", session, MemoryStore(FakeClock(T0)))
     assert tuple(c.name for c in SYSTEM_TABLES[table]) == tuple(n for n, _ in SCHEMAS[table])
     assert tuple(described.columns) == SYSTEM_TABLES[table]
 

@@ -14,7 +14,7 @@ from cubequeue.grammar import parse
 from cubequeue.server.metrics import Metrics
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.opening import open_store
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 _ROW = re.compile(r"^\| `([a-z_]+)` \| (\w+) \|", re.MULTILINE)
@@ -28,7 +28,7 @@ def _durable_section() -> dict[str, str]:
 
 def _families(tmp_path: Path) -> dict[str, object]:
     async def run() -> bytes:
-        durable, _ = await open_store(Store(FakeClock(T0)), data_dir=str(tmp_path),
+        durable, _ = await open_store(MemoryStore(FakeClock(T0)), data_dir=str(tmp_path),
                                       fsync="always", wall_ms=lambda: T0, on_fatal=print)
         try:
             out = durable.execute(parse("QUEUE ADD PRIORITY 1 'q:a' '{}'"))
@@ -60,5 +60,5 @@ def test_durable_families_match_the_docs_and_read_the_store(tmp_path: Path) -> N
 
 
 def test_memory_store_serves_no_durable_family() -> None:
-    body, _ = Metrics(Store(FakeClock(T0))).render_for("application/openmetrics-text", "")
+    body, _ = Metrics(MemoryStore(FakeClock(T0))).render_for("application/openmetrics-text", "")
     assert b"cubequeue_log_frames" not in body and b"cubequeue_recovery_" not in body

@@ -12,7 +12,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 DIR = "/data"
 T0 = 1_700_000_000_000
@@ -20,7 +20,7 @@ HOUR = 3_600_000
 
 
 async def _open(files: SimFiles, start: int = T0):
-    store = Store(FakeClock(start), Limits())
+    store = MemoryStore(FakeClock(start), Limits())
     durable, _ = await open_store(store, data_dir=DIR, wall_ms=lambda: start,
                                   on_fatal=print, files=files, segment_bytes=1 << 20)
     return durable

@@ -14,14 +14,14 @@ from cubequeue.storage.durable import records as r
 from cubequeue.storage.durable.image import Image
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 DIR = "/data"
 T0 = 1_700_000_000_000
 
 
 async def _open(files: SimFiles, fsync: str = "everysec"):
-    store = Store(FakeClock(T0), Limits(max_items=100_000, cache_max_keys=100_000))
+    store = MemoryStore(FakeClock(T0), Limits(max_items=100_000, cache_max_keys=100_000))
     durable, _ = await open_store(store, data_dir=DIR, fsync=fsync, wall_ms=lambda: T0,
                                   on_fatal=print, files=files, segment_bytes=1 << 20)
     return durable

@@ -30,7 +30,7 @@ from cubequeue.storage.durable.files import OsFiles
 from cubequeue.storage.durable.progress import ProgressWatch, RecoveryProgress
 from cubequeue.storage.durable.recovery import recover
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 ITEMS = 4000
 PAYLOAD = "p" * 400
@@ -47,7 +47,7 @@ def _record_log(data_dir: Path) -> None:
 
     async def run() -> None:
         durable, _ = await opening.open_store(
-            Store(FakeClock(_now_ms())), data_dir=str(data_dir), fsync="no",
+            MemoryStore(FakeClock(_now_ms())), data_dir=str(data_dir), fsync="no",
             wall_ms=_now_ms, on_fatal=print)
         for n in range(ITEMS):
             out = durable.execute(parse(f"QUEUE ADD PRIORITY 1 'q{n % 7}:{n}' '{PAYLOAD}'"))

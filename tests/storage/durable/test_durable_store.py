@@ -17,7 +17,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.errors import DiskFull, LogFailed
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 DIR = "/data"
 T0 = 1_700_000_000_000
@@ -25,7 +25,7 @@ T0 = 1_700_000_000_000
 
 async def _open(files, fsync="everysec", **kw):
     fatal: list[str] = []
-    store = Store(FakeClock(T0), Limits())
+    store = MemoryStore(FakeClock(T0), Limits())
     durable, report = await open_store(store, data_dir=DIR, fsync=fsync, wall_ms=lambda: T0,
                                        on_fatal=fatal.append, files=files,
                                        segment_bytes=kw.pop("segment_bytes", 1 << 16), **kw)

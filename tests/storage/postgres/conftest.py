@@ -1,5 +1,5 @@
 """Fixtures for the store-level conformance suite: the same scenarios against the
-in-memory Store and the PostgresStore, through one synchronous adapter
+in-memory MemoryStore and the PostgresStore, through one synchronous adapter
 (:mod:`pgstore_backend`).
 
 One throwaway PostgreSQL cluster (Debian's binaries, loopback, a temporary directory) is

@@ -13,7 +13,7 @@ from cubequeue.storage.clock import AdjustableClock
 from cubequeue.storage.interface import RowStream
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres.store import PostgresStore
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 START = 1_700_000_000_000
 
@@ -38,7 +38,7 @@ class Backend:
         self.clock = AdjustableClock(lambda: START)
         self.store: Any
         if kind == "memory":
-            self.store = Store(self.clock, limits)
+            self.store = MemoryStore(self.clock, limits)
         else:
             assert dsn is not None
             self.store = PostgresStore(dsn, limits, housekeeping=False, pool_size=2)

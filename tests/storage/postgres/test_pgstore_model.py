@@ -1,4 +1,4 @@
-"""PostgresStore against the in-memory Store, step by step (hypothesis state machine).
+"""PostgresStore against the in-memory MemoryStore, step by step (hypothesis state machine).
 
 Both stores get the same random QUEUE and CACHE statements over a few prefixes, keys,
 priorities, concurrencies, process ids and external ids, with clock advances in between;

@@ -23,7 +23,7 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.errors import StartingUp
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.postgres import PostgresStore
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 
 def slot_for(**fields: object) -> StoreSlot:
@@ -34,7 +34,7 @@ def slot_for(**fields: object) -> StoreSlot:
 def test_memory_is_attached_at_once(text: str) -> None:
     assert parse_store(text) == "memory"
     slot = slot_for(store=parse_store(text))
-    assert isinstance(slot.target, Store) and store_ready(slot) and slot.kind == "memory"
+    assert isinstance(slot.target, MemoryStore) and store_ready(slot) and slot.kind == "memory"
     assert slot.execute == slot.target.execute  # the bound method itself: no delegation
 
 
