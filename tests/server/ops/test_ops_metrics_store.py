@@ -13,7 +13,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from cubequeue.grammar import parse
 from cubequeue.server import __version__
-from cubequeue.server import metrics as metrics_module
 from cubequeue.server.console import sampler as sampler_module
 from cubequeue.server.console.ring import DepthRing
 from cubequeue.server.console.sampler import Sampler, next_delay
@@ -21,17 +20,18 @@ from cubequeue.server.console.source import StoreReader
 from cubequeue.server.context import ConnectionRegistry
 from cubequeue.server.errors import TooManyConnections
 from cubequeue.server.metrics import OTHER, Metrics
+from cubequeue.server.metrics import prefixes as metrics_module
 from cubequeue.storage.capabilities import PoolHealth
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.prefixes import PrefixState
 from cubequeue.storage.stats import DEPARTURE_REASONS
-from cubequeue.storage.store import Store
+from cubequeue.storage.store import MemoryStore
 
 T0 = 1_700_000_000_000
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def run(store: Store, sql: str) -> Any:
+def run(store: MemoryStore, sql: str) -> Any:
     return store.execute(parse(sql))
 
 
@@ -69,9 +69,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def deep_store(n: int) -> Store:
+def deep_store(n: int) -> MemoryStore:
     """Prefix ``p<i>`` holds ``i + 1`` pending items."""
-    store = Store(FakeClock(T0))
+    store = MemoryStore(FakeClock(T0))
     for i in range(n):
         for k in range(i + 1):
             run(store, f"QUEUE ADD PRIORITY 1 'p{i:02d}:k{k}' 'x'")
@@ -166,7 +166,7 @@ def test_concurrent_scrapes_share_one_census(counted: list[int]) -> None:
 
 def test_one_mib_prefix_names_are_cut_once(monkeypatch: pytest.MonkeyPatch) -> None:
     mib = 1024 * 1024
-    store = Store(FakeClock(T0))
+    store = MemoryStore(FakeClock(T0))
     for i in range(30):
         run(store, f"QUEUE ADD PRIORITY 1 '{chr(97 + i % 26) * mib}{i}:k' 'x'")
     cuts: list[int] = []
@@ -197,7 +197,7 @@ def test_one_mib_prefix_names_are_cut_once(monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_oldest_pending_age_and_stalled_items_per_prefix() -> None:
     clock = FakeClock(T0)
-    store = Store(clock)
+    store = MemoryStore(clock)
     run(store, "QUEUE ADD PRIORITY 1 'a:1' 'x'")
     clock.advance(5_000)
     run(store, "QUEUE ADD PRIORITY 1 'a:2' 'x'")
@@ -221,7 +221,7 @@ def test_oldest_pending_age_and_stalled_items_per_prefix() -> None:
 
 def test_the_folded_prefixes_report_their_oldest_age_and_summed_stalls() -> None:
     clock = FakeClock(T0)
-    store = Store(clock)
+    store = MemoryStore(clock)
     run(store, "QUEUE ADD PRIORITY 1 'old:1' 'x'")
     clock.advance(10_000)
     for k in range(3):
@@ -233,7 +233,7 @@ def test_the_folded_prefixes_report_their_oldest_age_and_summed_stalls() -> None
 
 def test_departures_by_reason() -> None:
     clock = FakeClock(T0)
-    store = Store(clock)
+    store = MemoryStore(clock)
     for k in range(10):
         run(store, f"QUEUE ADD PRIORITY 1 'q:{k}' 'x'")
     run(store, "QUEUE ADD PRIORITY 1 ORPHANED 1 'o:1' 'x'")
@@ -261,7 +261,7 @@ def test_departures_by_reason() -> None:
 
 
 def test_build_info_and_refused_connections() -> None:
-    metrics = Metrics(Store(FakeClock(T0)))
+    metrics = Metrics(MemoryStore(FakeClock(T0)))
     registry = ConnectionRegistry(max_connections=1, max_per_user=1, max_unauthenticated=1,
                                   metrics=metrics)
     registry.open("pg", "u", "peer", lambda: None)
@@ -307,7 +307,7 @@ def test_pool_health_of_a_store_that_reports_it() -> None:
     # a list of prefix counts (no census) is walked the same way; it has no departures
     assert by_prefix(got, "cubequeue_queue_pending") == {"q": 2}
     assert not [n for n, _ in got if n == "cubequeue_queue_departures_total"]
-    memory = scrape(Metrics(Store(FakeClock(T0))))
+    memory = scrape(Metrics(MemoryStore(FakeClock(T0))))
     assert not [n for n, _ in memory if n.startswith("cubequeue_store_")]
 
 
