@@ -16,19 +16,16 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import os
 import threading
 from collections.abc import Iterator
 
 import psycopg
 import pytest
+from chromium import CHROMIUM, CHROMIUM_ARGS, skip_without_browser
 
 from cubequeue.server.cubews.codec import encode_query
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 WAIT_MS = 30_000
 
 try:
@@ -36,11 +33,7 @@ try:
 except ImportError:  # pragma: no cover - exercised where playwright is absent
     sync_playwright = None  # type: ignore[assignment]
 
-if sync_playwright is None or not os.path.exists(CHROMIUM):
-    if os.environ.get("CI"):
-        raise RuntimeError("the browser tests need playwright and Debian's chromium "
-                           "(make test installs them)")
-    pytest.skip("playwright or /usr/bin/chromium is missing", allow_module_level=True)
+skip_without_browser(sync_playwright is not None, "the browser tests")
 
 #: the page's script: open /ws, send the message, say what came of it
 PAGE = """<!doctype html><title>a page on another origin</title><script>

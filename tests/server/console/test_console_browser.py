@@ -9,17 +9,14 @@ failure.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from chromium import CHROMIUM, CHROMIUM_ARGS, skip_without_browser
 
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 BUILD = Path(__file__).resolve().parents[3] / "build"
 #: real waits (the sampler ticks once a second): generous, never asserted as timings
 WAIT_MS = 30_000
@@ -32,11 +29,7 @@ try:
 except ImportError:  # pragma: no cover - exercised where playwright is absent
     sync_playwright = None  # type: ignore[assignment]
 
-if sync_playwright is None or not os.path.exists(CHROMIUM):
-    if os.environ.get("CI"):
-        raise RuntimeError("the console's browser tests need playwright and Debian's chromium "
-                           "(make test installs them)")
-    pytest.skip("playwright or /usr/bin/chromium is missing", allow_module_level=True)
+skip_without_browser(sync_playwright is not None, "the console's browser tests")
 
 
 @pytest.fixture(scope="module")
