@@ -1,7 +1,6 @@
 """The in-memory, single-writer queue and cache store (pure, synchronous, clock injected).
 
-Entry point: :class:`MemoryStore` (``docs/dialect.md`` §3 to §5 and §8; ``Store`` is its
-former name, kept as an alias). Import submodules as
+Entry point: :class:`MemoryStore` (``docs/dialect.md`` §3 to §5 and §8). Import submodules as
 ``cubequeue.storage.<module>``; this package re-exports the public API.
 """
 
@@ -14,7 +13,7 @@ from cubequeue.storage.limits import MAX_EXTERNAL_ID_BYTES, MAX_PROCESS_ID_BYTES
 from cubequeue.storage.queue_log import Departure
 from cubequeue.storage.sizes import utf8_len
 from cubequeue.storage.stats import PrefixCounts, StoreStats
-from cubequeue.storage.store import MemoryStore, Store
+from cubequeue.storage.store import MemoryStore
 from cubequeue.storage.system_schemas import SYSTEM_TABLES
 from cubequeue.storage.waiters import Waiter
 
@@ -34,7 +33,6 @@ __all__ = [
     "PrefixCounts",
     "QueueError",
     "ResultSet",
-    "Store",
     "StoreStats",
     "Waiter",
     "utf8_len",

@@ -57,7 +57,7 @@ from cubequeue.storage.sys_steps import (
 )
 from cubequeue.storage.waiters import Callback, Waiter
 
-__all__ = ["MemoryStore", "Store"]
+__all__ = ["MemoryStore"]
 
 _log = logging.getLogger("cubequeue.queue")
 
@@ -367,12 +367,6 @@ class MemoryStore:
             evictions_total=self._cache.evictions_total,
             departures=queue.departed.snapshot(),
         )
-
-
-#: the name the memory store had until it was renamed for what it is; kept because some
-#: thirty test and bench modules (and server/stores.py, storage/durable/opening.py) import
-#: it, and renaming them all at once would collide with the engineers editing them now
-Store = MemoryStore
 
 
 def _cache_step(method: Callable[[_C], ResultSet]) -> _Handler:
