@@ -24,7 +24,12 @@ from cubequeue.grammar.commands import (
     QueueToCancel,
     QueueTruncate,
 )
-from cubequeue.grammar.errors import InternalError, InvalidParameterValue, LimitExceeded
+from cubequeue.grammar.errors import (
+    InternalError,
+    InvalidParameterValue,
+    LimitExceeded,
+    QueueError,
+)
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields as bound
 from cubequeue.storage.checks import (
@@ -56,7 +61,7 @@ _ACK = "select cq_ack($1, $2, $3, $4, $5)"
 _CANCEL = "select * from cq_cancel($1, $2, $3)"
 _GET = "select * from cq_get($1, $2)"
 _HEARTBEAT = "select cq_heartbeat($1, $2)"
-_EXTRA_READ = "select * from cq_extra_read($1, $2)"
+_EXTRA_MERGE = "select * from cq_extra_merge($1, $2, $3)"
 _EXTRA_SWAP = "select cq_extra_swap($1, $2, $3)"
 _LIST = "select * from cq_list($1, $2, $3, $4)"
 _TO_CANCEL = "select * from cq_to_cancel($1, $2, $3)"
@@ -174,15 +179,27 @@ class QueueSteps:
 
     async def queue_merge_extra(self, cmd: QueueMergeExtra, process_id: str | None) -> ResultSet:
         """Read, merge here (serde_json's rules, :mod:`~cubequeue.storage.extra_json`), then
-        compare-and-swap; a lost race re-reads. A missing item ignores the JSON, as in memory."""
+        compare-and-swap; a lost race re-reads. The argument is checked first and, when
+        valid, sent with the read: an item without extra stores it (verbatim, the first
+        write) in that one call. A missing item ignores the JSON, valid or not, as in memory."""
         id_, path, _ = key_args(bound.key(cmd.key))
         json_text = text_arg(bound.text(cmd.json), "the JSON")
+        first: str | None = None
+        refused: QueueError | None = None
+        try:
+            check_extra(self._limits, json_text, "MERGE_EXTRA argument")
+            first = merge_extra(None, json_text)  # the argument itself, once validated
+        except QueueError as exc:  # told only if the item is there
+            refused = exc
         for _ in range(_SWAP_ROUNDS):
-            rows = await self._db.fetch(cmd.tag, _EXTRA_READ, id_, path)
+            rows = await self._db.fetch(cmd.tag, _EXTRA_MERGE, id_, path, first)
             if not rows:
                 return EMPTY
-            item_id, old = rows[0]
-            check_extra(self._limits, json_text, "MERGE_EXTRA argument")
+            item_id, old, stored = rows[0]
+            if stored:
+                return EMPTY
+            if refused is not None:
+                raise refused
             merged = merge_extra(old, json_text)
             if merged is not None and merged is not json_text:
                 check_extra(self._limits, merged, "merged extra")
