@@ -136,7 +136,7 @@ $(PG_NODE_DIR)/node_modules/.package-lock.json: $(PG_NODE_DIR)/package-lock.json
 node-test: install system-deps node-deps
 	$(call timed,node (Cube's driver and a real Cube API),node --test --test-concurrency=1 $(NODE_DIR)/*.test.cjs $(CUBE_API_DIR)/*.test.cjs $(CUBE_API_17_DIR)/*.test.cjs)
 	# the same QueryQueue/cache suites against --store postgresql://… (a throwaway PostgreSQL)
-	$(call timed,node over the PostgreSQL store,$(PY) tests/storage/postgres/frontends/node_suite.py)
+	$(call timed,node over the PostgreSQL store,PYTHONPATH=tests/support $(PY) tests/storage/postgres/frontends/node_suite.py)
 
 hadolint: install
 	$(call timed,hadolint,$(VENV)/bin/hadolint Dockerfile)
@@ -147,6 +147,11 @@ docker-smoke: install
 
 pytest: install system-deps node-deps
 	$(call timed,pytest,$(VENV)/bin/pytest -q)
+
+# The fast loop: unit and in-process tests from the venv alone (no apt, npm or browsers);
+# tests/conftest.py lists what is `system`, and long tests mark themselves `slow`.
+quick: install
+	$(call timed,pytest (quick),$(VENV)/bin/pytest -q -m "not slow and not system")
 
 bench: install bench-deps
 	$(PY) -m bench.run

@@ -6,7 +6,7 @@ the flags in ``CUBEQUEUE_NODE_SERVER_ARGS``, and one file's queue, cache and tes
 must not leak into the next. ``--front-ends 2`` is not offered: the helpers start one
 server per suite; two front ends are covered by ``tests/storage/postgres/frontends/test_pgstore_servers.py``.
 
-Usage: ``python tests/storage/postgres/frontends/node_suite.py [test files…]`` (default: every
+Usage: ``PYTHONPATH=tests/support python tests/storage/postgres/frontends/node_suite.py [test files…]`` (default: every
 ``tests/node/*.test.cjs``); the exit status is the number of failed files.
 """
 
