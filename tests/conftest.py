@@ -86,6 +86,7 @@ NEEDS_SYSTEM = {
     "tests/server/sql/test_copy_tables.py": "psql",
     "tests/server/sql/test_sql_read_payloads_wire.py": "psql",
     "tests/server/test_doors.py::test_psql_over_the_unix_socket": "psql",
+    "tests/server/ops/test_ops_readme_examples.py": "psql",
     "tests/bench/test_cube_queue_bench.py": "Cube's QueryQueue (npm)",
     "tests/bench/test_floor.py": "pgbench (Debian's postgresql-contrib)",
 }
