@@ -26,12 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import threading
 import time
 import urllib.request
 
 import psycopg
 
+from bench.probe import Probe
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
 TARGET_MS = 50.0
@@ -51,29 +51,6 @@ def _fill(server: CubequeueServer, n: int, long_names: bool) -> float:
                 name = chr(ord("a") + i % 26) * _MIB + str(i)
                 conn.execute(f"QUEUE ADD PRIORITY 1 '{name}:k' '{{}}'".encode())
     return time.perf_counter() - t0
-
-
-class _Probe(threading.Thread):
-    """``SELECT 1`` in a loop; round trips in ms while :attr:`recording` is set."""
-
-    def __init__(self, dsn: str) -> None:
-        super().__init__(daemon=True)
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        self.samples: list[float] = []
-        self.recording = threading.Event()
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            t0 = time.perf_counter()
-            self.conn.execute("SELECT 1").fetchall()
-            elapsed = (time.perf_counter() - t0) * 1000
-            if self.recording.is_set():
-                self.samples.append(elapsed)
-
-    def take(self) -> list[float]:
-        samples, self.samples = self.samples, []
-        return samples
 
 
 def _summary(samples: list[float]) -> dict[str, float]:
@@ -101,7 +78,7 @@ def run(prefixes: int, long_names: bool, scrapes: int, baseline_s: float, interv
         first_ms, _ = _scrape(url)  # above 8,192 prefixes: maybe without per-prefix rows
         time.sleep(first_ms / 1000 + 1)  # ...while the census it started finishes
         _scrape(url)
-        probe = _Probe(server.dsn)
+        probe = Probe(server.dsn)
         probe.start()
         time.sleep(0.3)
         probe.recording.set()

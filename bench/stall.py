@@ -19,12 +19,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 
 import psycopg
 
+from bench.probe import Probe
 from cubequeue.server.pytest_plugin import CubequeueServer, start_cubequeue
 
 TARGET_MS = 50.0
@@ -43,27 +43,8 @@ def _fill(server: CubequeueServer, n: int) -> None:
             conn.execute(sql.encode())
 
 
-class _Probe(threading.Thread):
-    """``SELECT 1`` in a loop; round trips in ms while :attr:`recording` is set."""
-
-    def __init__(self, dsn: str) -> None:
-        super().__init__(daemon=True)
-        self.conn = psycopg.connect(dsn, autocommit=True)
-        self.samples: list[float] = []
-        self.recording = threading.Event()
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            t0 = time.perf_counter()
-            self.conn.execute("SELECT 1").fetchall()
-            elapsed = (time.perf_counter() - t0) * 1000
-            if self.recording.is_set():
-                self.samples.append(elapsed)
-
-
 def _measure(server: CubequeueServer, name: str, run: Callable[[psycopg.Connection], None]) -> None:
-    probe = _Probe(server.dsn)
+    probe = Probe(server.dsn)
     probe.start()
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         time.sleep(0.2)  # the probe is warm

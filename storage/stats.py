@@ -24,6 +24,7 @@ __all__ = [
     "DepartureCounts",
     "PrefixCensus",
     "PrefixCounts",
+    "PrefixDepth",
     "PrefixSample",
     "SampledPrefix",
     "StoreStats",
@@ -41,6 +42,18 @@ DEFAULT_STALLED_AFTER_MS = 120_000
 #: prefixes a reader that must not hold the event loop takes per turn from
 #: :meth:`PrefixCensus.walk` (a few milliseconds of work)
 WALK_SLICE = 1024
+
+
+class PrefixDepth(Protocol):
+    """What a reader of one prefix's depth needs (the console's ring, the metrics' ranking):
+    :class:`PrefixCounts` has it, and so may a test's own row."""
+
+    @property
+    def prefix(self) -> str: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def active(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

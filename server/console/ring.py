@@ -17,7 +17,8 @@ import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol
+
+from cubequeue.storage.stats import PrefixDepth
 
 __all__ = ["DEFAULT_CAPACITY", "DEFAULT_PER_SAMPLE", "DepthRing", "DepthSample", "DepthSeries"]
 
@@ -25,17 +26,6 @@ __all__ = ["DEFAULT_CAPACITY", "DEFAULT_PER_SAMPLE", "DepthRing", "DepthSample",
 DEFAULT_CAPACITY = 900
 #: prefixes kept per sample; a prefix beyond them reads as "unknown" (None) in that sample
 DEFAULT_PER_SAMPLE = 20
-
-
-class PrefixDepth(Protocol):
-    """The shape of ``cubequeue.storage.stats.PrefixCounts`` the ring reads."""
-
-    @property
-    def prefix(self) -> str: ...
-    @property
-    def pending(self) -> int: ...
-    @property
-    def active(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

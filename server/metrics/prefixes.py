@@ -13,25 +13,14 @@ kilobytes, not 60 MiB.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from cubequeue.storage.stats import WALK_SLICE, PrefixCounts, PrefixSample
+from cubequeue.storage.stats import WALK_SLICE, PrefixCounts, PrefixDepth, PrefixSample
 
 DEFAULT_MAX_LABEL_BYTES = 200
 TRUNCATED = "..."
 MAX_PREFIX_LABELS = 100
 OTHER = "__other__"
-
-
-class PrefixCountsLike(Protocol):
-    """The shape of ``cubequeue.storage.stats.PrefixCounts`` this package reads."""
-
-    @property
-    def prefix(self) -> str: ...
-    @property
-    def pending(self) -> int: ...
-    @property
-    def active(self) -> int: ...
 
 
 def truncate_label(value: str, max_bytes: int = DEFAULT_MAX_LABEL_BYTES) -> str:
@@ -139,7 +128,7 @@ def _older(a: int | None, b: int | None) -> int | None:
     return b if a is None else a if b is None else max(a, b)
 
 
-def slices_of(prefixes: Sequence[PrefixCountsLike], size: int) -> Iterator[list[PrefixSample]]:
+def slices_of(prefixes: Sequence[PrefixDepth], size: int) -> Iterator[list[PrefixSample]]:
     """A store's list of prefix counts (the PostgreSQL store's sample, a test's fake) as
     walk slices."""
     for start in range(0, len(prefixes), size):
@@ -153,7 +142,7 @@ def slices_of(prefixes: Sequence[PrefixCountsLike], size: int) -> Iterator[list[
         yield out
 
 
-def capped_prefixes(prefixes: Sequence[PrefixCountsLike],
+def capped_prefixes(prefixes: Sequence[PrefixDepth],
                     limit: int = MAX_PREFIX_LABELS,
                     max_label_bytes: int = DEFAULT_MAX_LABEL_BYTES,
                     ) -> list[tuple[str, int, int]]:

@@ -16,19 +16,24 @@ from cubequeue.server.metrics.prefixes import (
     MAX_PREFIX_LABELS,
     OTHER,
     Labels,
-    PrefixCountsLike,
     PrefixRow,
     _TopPrefixes,
     slices_of,
 )
-from cubequeue.storage.stats import DEPARTURE_REASONS, PrefixCensus, PrefixSample, StoreStats
+from cubequeue.storage.stats import (
+    DEPARTURE_REASONS,
+    PrefixCensus,
+    PrefixDepth,
+    PrefixSample,
+    StoreStats,
+)
 
 
 class StoreStatsLike(Protocol):
     """The shape of ``cubequeue.storage.stats.StoreStats`` this module reads."""
 
     @property
-    def prefixes(self) -> Sequence[PrefixCountsLike]: ...
+    def prefixes(self) -> Sequence[PrefixDepth]: ...
     @property
     def items_total(self) -> int: ...
     @property
