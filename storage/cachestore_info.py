@@ -6,17 +6,22 @@ min_row_size, max_row_size and avg_row_size, sizes as humansize DECIMAL text
 text fields (path, payload, extra for an item; path and value for a result), the same
 measure the cache uses for its entries. ``expired_*`` count rows past their expiry that
 the sweep has not removed yet (Cube Store: not yet compacted), which after a step's sweep
-is 0. Computing the rows scans the tables once: an operator command, not a hot path.
+is 0 unless the bounded sweep left a backlog.
+
+The cache's rows scan its entries (at most ``cache_max_keys``). The queue's cost does not
+grow with the rows: their sizes are kept as they change (:mod:`.row_sizes`), the expired
+ones are the expiry heaps' due part (empty once a step's sweep has caught up), and only
+the items an unfinished PURGE still holds are looked at one by one.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
-from cubequeue.storage.ack_results import Result
 from cubequeue.storage.queue import QueueState
-from cubequeue.storage.queue_item import Item
-from cubequeue.storage.sizes import format_size, utf8_len
+from cubequeue.storage.row_sizes import SizeTally, item_row_size, result_row_size
+from cubequeue.storage.sizes import format_size
 
 __all__ = [
     "InfoRow",
@@ -31,18 +36,6 @@ InfoRow = tuple[str, str, str | None]
 
 _EXPIRED_KEYS = "Total number of keys that expired but were not truncated via compaction."
 _EXPIRED_SIZE = "Total size of keys that expired but were not truncated via compaction."
-
-
-def _utf8(value: str | None) -> int:
-    return 0 if value is None else utf8_len(value)
-
-
-def item_row_size(item: Item) -> int:
-    return _utf8(item.path) + _utf8(item.payload) + _utf8(item.extra)
-
-
-def result_row_size(result: Result) -> int:
-    return _utf8(result.path) + _utf8(result.value)
 
 
 def table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
@@ -78,6 +71,19 @@ def totals_rows(table: str, count: int, total: int, expired_keys: int, expired_s
 def queue_info_rows(state: QueueState, now: int) -> list[InfoRow]:
     """The 14 QueueItems.* and QueueResults.* rows; items expire at ``expire <= now``,
     results once ``expire < now`` (§2.7)."""
-    items = ((item_row_size(i), i.expire <= now) for i in state.items())
-    results = ((result_row_size(r), r.expire < now) for r in state.results.all_by_id())
-    return table_rows("QueueItems", items) + table_rows("QueueResults", results)
+    purged = Counter(map(item_row_size, state.purged_items()))
+    items = _tally_rows("QueueItems", state.item_sizes, purged,
+                        map(item_row_size, state.due_items(now)))
+    results = _tally_rows("QueueResults", state.result_sizes, None,
+                          map(result_row_size, state.due_results(now)))
+    return items + results
+
+
+def _tally_rows(table: str, tally: SizeTally, hidden: Counter[int] | None,
+                expired: Iterable[int]) -> list[InfoRow]:
+    count, total, smallest, largest = tally.figures(hidden)
+    expired_keys = expired_size = 0
+    for size in expired:
+        expired_keys += 1
+        expired_size += size
+    return totals_rows(table, count, total, expired_keys, expired_size, smallest, largest)

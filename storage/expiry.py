@@ -121,6 +121,32 @@ class ExpiryHeap:
             self._dead = max(0, self._dead - dead)
         return out
 
+    def due_ids(self, now: int) -> list[int]:
+        """The ids of the live entries due at or before ``now``, each once, left in place
+        (INFO: the rows expired that the sweep has not reached yet). The due entries are
+        a subtree at the top of the heap, so this visits them and their children only:
+        nothing once a step's sweep has caught up."""
+        heap = self._heap
+        bound = (now + 1 + _BIAS) << _ID_BITS
+        if not heap or heap[0] >= bound:
+            return []
+        live, size = self._live, len(heap)
+        out: list[int] = []
+        seen: set[int] = set()
+        stack = [0]
+        while stack:
+            i = stack.pop()
+            entry = heap[i]
+            if entry not in seen:  # duplicates are equal entries
+                seen.add(entry)
+                id_ = entry & _ID_MASK
+                if live((entry >> _ID_BITS) - _BIAS, id_):
+                    out.append(id_)
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < size and heap[child] < bound:
+                    stack.append(child)
+        return out
+
     def note_dead(self) -> None:
         """One row left before its due, so its entry is dead; once dead entries dominate,
         start a compaction pass (see the module docstring), and advance a running one."""

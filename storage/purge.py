@@ -12,7 +12,7 @@ hidden, since nothing can reach it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 
 from sortedcontainers import SortedDict, SortedList
@@ -21,6 +21,7 @@ from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_list
 from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.queue_item import ID_MASK, Item
 from cubequeue.storage.queue_log import Departure
+from cubequeue.storage.row_sizes import SizeTally, item_row_size
 
 __all__ = ["DetachedPrefix"]
 
@@ -61,17 +62,28 @@ class DetachedPrefix:
             return self.pending is not None and item.rank in self.pending
         return self.active is not None and item.id in self.active
 
+    def held(self) -> Iterator[Item]:
+        """The items detached and not released yet (INFO leaves them out of its sizes)."""
+        by_id = self.by_id
+        ids = [rank & ID_MASK for rank in self.pending or ()]
+        ids.extend(self.active or ())
+        for id_ in ids:
+            item = by_id.get(id_)
+            if item is not None:
+                yield item
+
     @property
     def done(self) -> bool:
         return not (self.pending or self.active or self.keys or self.lists)
 
     def release(self, budget: int, now: int, hook: Callable[[Departure], None] | None,
                 effects: list[Callable[[], None]], snapshots: list[ListSnapshot],
-                ) -> tuple[int, int]:
+                sizes: SizeTally | None = None) -> tuple[int, int]:
         """One slice of at most ``budget`` units: items leave the id and path maps (each
         departure goes to ``hook`` after the step, through ``effects``, and the listings
         open since before the purge, ``snapshots``, keep showing it), then the detached
-        keys and index lists are dropped. (units used, items taken out of the maps)."""
+        keys and index lists are dropped. (units used, items taken out of the maps). Each
+        item leaves ``sizes`` too (None: a TRUNCATE since has reset the store's)."""
         used = released = 0
         by_id, by_path = self.by_id, self.by_path
         pending, active = self.pending, self.active
@@ -88,6 +100,8 @@ class DetachedPrefix:
                 snapshot.note(item)
             if by_path.get(item.path) is item:
                 del by_path[item.path]
+            if sizes is not None:
+                sizes.remove(item_row_size(item))
             released += 1
             if hook is not None:
                 effects.append(partial(hook, Departure.of(item, "purged", now, self.count)))

@@ -50,6 +50,7 @@ from cubequeue.storage.record_kinds import (
     RESULT_PUT,
     TRUNCATE,
 )
+from cubequeue.storage.row_sizes import SizeTally, item_row_size, result_row_size
 from cubequeue.storage.stats import DepartureCounts
 from cubequeue.storage.truncate import DetachedQueue
 from cubequeue.storage.waiters import Waiters
@@ -92,10 +93,12 @@ class QueueState:
         "_result_expiry",
         "deferred",
         "departed",
+        "item_sizes",
         "journal",
         "log",
         "post_commit",
         "prefixes",
+        "result_sizes",
         "results",
         "snapshots",
         "waiters",
@@ -117,6 +120,8 @@ class QueueState:
         self.log = DepartureLog(queue_log_size)
         #: every departure counted by reason (``cubequeue_queue_departures``)
         self.departed = DepartureCounts()
+        #: the items' and results' sizes as they change, for INFO (:mod:`.row_sizes`)
+        self.item_sizes, self.result_sizes = SizeTally(), SizeTally()
         # two heaps: results expire minutes after their ACK, items hours after their ADD,
         # so in one heap every result would sift up past the items (O(log n) cache misses)
         self._item_expiry = ExpiryHeap(self._item_live)
@@ -194,6 +199,22 @@ class QueueState:
         """The ids of every item, ascending (a list of ints: cheap next to the items)."""
         return list(self._by_id)
 
+    def due_items(self, now: int) -> list[Item]:
+        """The items expired at ``now`` that the bounded sweep has not reached yet."""
+        by_id = self._by_id
+        return [by_id[id_] for id_ in self._item_expiry.due_ids(now)]
+
+    def due_results(self, now: int) -> list[Result]:
+        """The results expired at ``now`` (``expire < now``, §2.7) not swept yet."""
+        by_id = self.results.by_id
+        return [r for r in map(by_id, self._result_expiry.due_ids(now)) if r is not None]
+
+    def purged_items(self) -> Iterator[Item]:
+        """The items purges detached but have not released yet (in :attr:`item_sizes`
+        until released, shown nowhere)."""
+        for purge in self._purges:
+            yield from purge.held()
+
     def peek_next_id(self) -> int:
         return self._next_id
 
@@ -245,12 +266,20 @@ class QueueState:
         self._by_id[item.id] = item
         self._by_path[path] = item
         state.add_pending(item)
+        self.item_sizes.add(item_row_size(item))
         self._item_expiry.push(expire, item.id)
         if expire < self._next_sweep:
             self._next_sweep = expire
         if self.journal is not None:
             self.journal.append(item_record(item))
         return item, state
+
+    def set_extra(self, item: Item, extra: str | None) -> None:
+        """MERGE_EXTRA's new text for ``item`` (its size changes with it)."""
+        sizes = self.item_sizes
+        sizes.remove(item_row_size(item))
+        item.extra = extra
+        sizes.add(item_row_size(item))
 
     def note_item(self, item: Item) -> None:
         """Journal an item's mutable fields after a claim, heartbeat or MERGE_EXTRA."""
@@ -288,6 +317,7 @@ class QueueState:
         claimed: list[Item] = []
         dues: list[int] = []
         ids: list[int] = []
+        sizes: list[int] = []
         ascending, last = not by_id, 0
         loaded: Iterable[Any] = rows  # validated record fields: typed by validate()
         for row in loaded:
@@ -322,6 +352,7 @@ class QueueState:
             by_path[path] = item
             dues.append(expire)
             ids.append(id_)
+            sizes.append(item_row_size(item))
             if id_ < last:
                 ascending = False
             last = id_
@@ -330,6 +361,7 @@ class QueueState:
         if not ascending:  # items() promises id order: dict order must be that order
             self._by_id = dict(sorted(by_id.items()))
         self._item_expiry.load(dues, ids)
+        self.item_sizes.extend(sizes)
         self._next_sweep = min(self._next_sweep, min(dues))
         self._next_id = max(self._next_id, max(ids) + 1)
         states = self.prefixes
@@ -368,6 +400,7 @@ class QueueState:
             self._release_prefix(state)
         if not in_sweep:
             self._item_expiry.note_dead()
+        self.item_sizes.remove(item_row_size(item))
         departure = Departure.of(item, reason, now, bulk)
         self.log.record(departure)
         self.departed[reason] += 1
@@ -377,6 +410,7 @@ class QueueState:
 
     def add_result(self, result: Result) -> None:
         self.results.add(result)
+        self.result_sizes.add(result_row_size(result))
         if self.journal is not None:
             self.journal.append((RESULT_PUT, result.id, result.path, result.value,
                                  result.expire, result.external_id, result.deleted))
@@ -389,6 +423,7 @@ class QueueState:
 
     def remove_result(self, result: Result, *, in_sweep: bool = False) -> None:
         self.results.remove(result)
+        self.result_sizes.remove(result_row_size(result))
         if self.journal is not None and not in_sweep:
             self.journal.append((RESULT_DEL, result.id))
         state = self.prefixes.get(result.prefix)
@@ -479,6 +514,7 @@ class QueueState:
         )
         self._by_id, self._by_path = {}, {}
         self.results, self.prefixes = Results(), Prefixes()
+        self.item_sizes, self.result_sizes = SizeTally(), SizeTally()
         self._item_expiry = ExpiryHeap(self._item_live)
         self._result_expiry = ExpiryHeap(self._result_live)
         self._next_sweep = _NEVER
@@ -545,7 +581,7 @@ class QueueState:
         key lookups stop asking it."""
         counted = old.by_id is self._by_id  # a TRUNCATE since has reset the hidden count
         used, released = old.release(budget, now, self._on_departure, self.post_commit,
-                                     self.snapshots)
+                                     self.snapshots, self.item_sizes if counted else None)
         if counted:
             self._hidden -= released
         if not old.done:

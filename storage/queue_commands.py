@@ -249,7 +249,7 @@ class QueueCommands:
                 check_extra(self._limits, merged, "merged extra")
             if self._q.snapshots:
                 self._q.note_change(item)
-            item.extra = merged
+            self._q.set_extra(item, merged)
             self._q.note_item(item)
         return EMPTY
 
