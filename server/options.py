@@ -275,7 +275,8 @@ OPTIONS: tuple[Option, ...] = (
            "IP addresses, --host and names no public DNS serves (one label, .local, "
            ".internal, .home.arpa), comma-separated (.example.com: it and its subdomains), "
            "or * for any; another Host header gets 403 (DNS rebinding)",
-           listed(normalize_hosts), metavar="HOSTS", default_help="localhost and --host",
+           listed(normalize_hosts), metavar="HOSTS",
+           default_help="localhost, IP addresses, --host and names no public DNS serves",
            topic=ACCESS),
 )
 
