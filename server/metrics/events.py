@@ -1,5 +1,6 @@
 """What the server reports as it happens: connections opened, closed and refused per
-protocol or cap, HTTP requests refused, and commands by name and outcome with their
+protocol or cap, silent connections shed by the PostgreSQL wire's accept loop, logins
+refused before authentication, HTTP requests refused, and commands by name and outcome with their
 latency, kept as plain numbers and exported at scrape time.
 
 The ``command`` label is the parsed command's name or a PostgreSQL verb
@@ -25,6 +26,15 @@ PROTOCOLS = ("pg", "ws")
 #: the options whose caps refuse connections (``cubequeue_connections_refused``)
 CONNECTION_CAPS = ("max_connections", "max_connections_per_user",
                    "max_unauthenticated_connections")
+#: why the PostgreSQL wire's accept loop closed a silent connection
+#: (``cubequeue_connections_shed``, server/pgwire/acceptor.py): to let a client waiting
+#: past --max-unauthenticated-connections in, or to free a descriptor when they run short
+SHED_FOR_WAITING_CLIENT = "waiting_client"
+SHED_FOR_DESCRIPTORS = "descriptors"
+SHED_REASONS = (SHED_FOR_WAITING_CLIENT, SHED_FOR_DESCRIPTORS)
+#: why a login was refused before authentication (``cubequeue_logins_refused``): a
+#: plaintext startup packet under --tls-required (28000)
+LOGIN_REFUSAL_REASONS = ("tls_required",)
 #: queue commands take micro- to milliseconds; RESULT_BLOCKING may wait up to the cap
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
@@ -166,6 +176,20 @@ class EventCounts:
                                 "them (the option's name)", ["cap"], registry=registry)
         for cap in CONNECTION_CAPS:
             self._refused.labels(cap)
+        self._shed = Counter("cubequeue_connections_shed",
+                             "Silent PostgreSQL connections (nothing sent yet) closed by the "
+                             "accept loop: waiting_client (to let a client waiting past "
+                             "--max-unauthenticated-connections in), descriptors (they ran "
+                             "short)", ["reason"], registry=registry)
+        for reason in SHED_REASONS:
+            self._shed.labels(reason)
+        self._logins_refused = Counter("cubequeue_logins_refused",
+                                       "Logins refused before authentication, by reason: "
+                                       "tls_required (a plaintext startup packet under "
+                                       "--tls-required, 28000)", ["reason"],
+                                       registry=registry)
+        for reason in LOGIN_REFUSAL_REASONS:
+            self._logins_refused.labels(reason)
         self._commands = _CommandCollector()
         registry.register(self._commands)
         for protocol in PROTOCOLS:  # export zeros before the first connection
@@ -183,6 +207,16 @@ class EventCounts:
     def connection_refused(self, cap: str) -> None:
         """Count one connection refused by a connection cap (server/context.py)."""
         self._refused.labels(cap).inc()
+
+    def connection_shed(self, reason: str) -> None:
+        """Count one silent connection the accept loop closed (a :data:`SHED_REASONS`
+        value; server/pgwire/acceptor.py)."""
+        self._shed.labels(reason).inc()
+
+    def login_refused(self, reason: str) -> None:
+        """Count one login refused before authentication (a
+        :data:`LOGIN_REFUSAL_REASONS` value; server/pgwire/connection.py)."""
+        self._logins_refused.labels(reason).inc()
 
     def http_refused(self, reason: str) -> None:
         """Count one request refused by the Origin or Host rule (server/browsers.py)."""

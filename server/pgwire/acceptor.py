@@ -19,6 +19,9 @@ listening socket, ``socket.accept``, ``loop.connect_accepted_socket``), so it ca
   connection is shed, and a probe (a closing connection, or one a second) resumes it: the
   reserve stays for the store, the logs and the HTTP port, and no accept spins.
 
+Each connection shed is logged and counted by its reason
+(``cubequeue_connections_shed{reason}``: :data:`~cubequeue.server.metrics.events.SHED_REASONS`).
+
 One :class:`Admission` serves the TCP and the Unix-socket listeners together: they share
 the cap and the descriptors. The connection objects it makes are told when to go
 (:meth:`Admitted.shed`) and tell it when they were heard, logged in, or lost.
@@ -36,6 +39,8 @@ import socket
 import stat
 from collections.abc import Callable
 from typing import Final
+
+from cubequeue.server.metrics.events import SHED_FOR_DESCRIPTORS, SHED_FOR_WAITING_CLIENT
 
 __all__ = [
     "ACCEPT_BATCH",
@@ -93,8 +98,9 @@ def descriptor_limit() -> int | None:
 class Admitted(asyncio.Protocol):
     """A protocol the loop makes, and may ask to go."""
 
-    def shed(self, reason: str) -> None:
-        """Close at once (a silent connection making room), logging ``reason``."""
+    def shed(self, reason: str, why: str) -> None:
+        """Close at once (a silent connection making room), counted under ``reason`` (a
+        :data:`~cubequeue.server.metrics.events.SHED_REASONS` value), logging ``why``."""
         raise NotImplementedError
 
 
@@ -188,8 +194,8 @@ class Admission:
         for _ in range(ACCEPT_BATCH):
             if len(self._pending) >= self.cap:
                 self._pause()
-                self._shed_oldest("a waiting client (--max-unauthenticated-connections "
-                                  f"is {self.cap})")
+                self._shed_oldest(SHED_FOR_WAITING_CLIENT, "a waiting client "
+                                  f"(--max-unauthenticated-connections is {self.cap})")
                 return
             try:
                 conn, _address = listener.sock.accept()
@@ -238,10 +244,10 @@ class Admission:
         self._pause()
         if self._on_shortage is not None:
             self._on_shortage(reason)
-        self._shed_oldest("descriptors (the limit is nearly reached)")
+        self._shed_oldest(SHED_FOR_DESCRIPTORS, "descriptors (the limit is nearly reached)")
         self._wake(RETRY_S)
 
-    def _shed_oldest(self, why: str) -> None:
+    def _shed_oldest(self, reason: str, why: str) -> None:
         """Close the oldest silent connection, once it has been silent for the grace
         (else wake when it has); one at a time: its loss resumes accepting."""
         if self._shedding or not self._silent:
@@ -253,7 +259,7 @@ class Admission:
             return
         del self._silent[conn]
         self._shedding.add(conn)
-        conn.shed(f"closing the oldest silent connection (nothing sent for "
+        conn.shed(reason, f"closing the oldest silent connection (nothing sent for "
                   f"{self._loop.time() - since:.1f} s) to make room for {why}")
 
     def _resume(self) -> None:
@@ -261,7 +267,8 @@ class Admission:
             return
         if self._short:
             if _descriptors_short():
-                self._shed_oldest("descriptors (the limit is nearly reached)")
+                self._shed_oldest(SHED_FOR_DESCRIPTORS,
+                                  "descriptors (the limit is nearly reached)")
                 self._wake(RETRY_S)
                 return
             self._short = False

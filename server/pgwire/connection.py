@@ -31,7 +31,8 @@ the session cannot do without I/O lives here too:
 * the :class:`~.acceptor.Admission` that accepted it hears when it was heard, logged in
   (then the user's caps apply) or lost, and may shed it while it is silent;
 * ``--tls-required``: a startup packet in plaintext is refused with 28000, as a
-  PostgreSQL server whose pg_hba.conf has only ``hostssl`` lines answers;
+  PostgreSQL server whose pg_hba.conf has only ``hostssl`` lines answers, logged at
+  WARNING and counted (``cubequeue_logins_refused{reason="tls_required"}``);
 * on shutdown every connection gets FATAL 57P01 and is closed.
 """
 
@@ -279,10 +280,17 @@ class PgProtocol(Admitted):
             session.fatal(self._refusal)
         elif isinstance(item, m.StartupMessage) and self._refuse_plaintext():
             user = item.get("user") or ""
-            session.fatal(InvalidAuthorizationSpecification(
+            refusal = InvalidAuthorizationSpecification(
                 f'no pg_hba.conf entry for host "{self.peer.rpartition(":")[0]}", '
                 f'user "{user}", no encryption (--tls-required)'
-            ))
+            )
+            # a refused login is a WARNING (README, Security), rate-limited per template
+            # and peer host by the log handler's filter (server/logs.py), and counted
+            _log.warning("refusing a plaintext login from %s: %s", self.peer, refusal.message,
+                         extra={"peer": self.peer, "user": user,
+                                "sqlstate": refusal.sqlstate})
+            self.ctx.metrics.login_refused("tls_required")
+            session.fatal(refusal)
         else:
             wait = session.handle(item)
             if wait is not None:
@@ -536,9 +544,10 @@ class PgProtocol(Admitted):
         self.session.fatal(error)
         self._close()
 
-    def shed(self, reason: str) -> None:
+    def shed(self, reason: str, why: str) -> None:
         """The accept loop needs this silent connection's place (or descriptor)."""
-        _log.info("closing %s: %s", self.peer, reason, extra={"peer": self.peer})
+        _log.info("closing %s: %s", self.peer, why, extra={"peer": self.peer})
+        self.ctx.metrics.connection_shed(reason)
         if self.transport is None:
             self._closing = True  # connection_made aborts it at once
         elif not self._lost:
