@@ -56,6 +56,7 @@ from cubequeue.server.executor import BlockingWait, WaitFor
 from cubequeue.server.pgwire import messages as m
 from cubequeue.server.pgwire.acceptor import Admission, Admitted
 from cubequeue.server.pgwire.decoder import Decoder, FramingError
+from cubequeue.server.pgwire.encoder import READY
 from cubequeue.server.pgwire.errors import InvalidAuthorizationSpecification
 from cubequeue.server.pgwire.queued import Fatal, Queued, QueuedMessages
 from cubequeue.server.pgwire.session import PgSession
@@ -72,6 +73,8 @@ AUTHENTICATION_TIMEOUT_S: Final = 60.0
 #: transport write buffer high-water mark (bytes) before reading pauses
 WRITE_HIGH_WATER: Final = 1 << 20
 _CANCELED = "canceling statement due to user request"
+#: the encoded ReadyForQuery replies (each its own chunk of the session's output)
+_READY_REPLIES: Final = frozenset(READY.values())
 
 
 class PgProtocol(Admitted):
@@ -313,7 +316,10 @@ class PgProtocol(Admitted):
         if self._eof and self._busy is None and not self._pending and not self._closing:
             self._close()  # half-closed: everything asked is answered
             return
-        self._flush()
+        if self._busy is None or isinstance(self._busy, BlockingWait):
+            self._flush()
+        else:  # a store step waits: the replies so far go out with its answer
+            self._flush_answered()
         self._update_reading()
 
     def _authenticated(self) -> bool:
@@ -338,6 +344,16 @@ class PgProtocol(Admitted):
         data = self.session.take_bytes()
         if data and self.transport is not None and not self._lost:
             self.transport.write(data)
+
+    def _flush_answered(self) -> None:
+        """Before a store step that waits, send the replies only if a round trip among
+        them is complete (a ReadyForQuery): PostgreSQL sends a batch's replies when the
+        batch ends, so a BindComplete goes out with its statement's rows, one write per
+        round trip instead of two (a store that waits on every statement, the PostgreSQL
+        one, paid a write, and the client a wake-up, for each BindComplete). A
+        RESULT_BLOCKING, which may wait for seconds, still sends them at once."""
+        if any(chunk in _READY_REPLIES for chunk in self.session.wire):
+            self._flush()
 
     def _write_raw(self, data: bytes) -> None:
         if self.transport is not None and not self._lost:
@@ -416,7 +432,7 @@ class PgProtocol(Admitted):
             session.row_sink(self._drain_rows)  # a blocking wait streams nothing
             blocking = executor.begin_blocking(wait, self._wait_done, timeout_ms)
             if not blocking.done():
-                self._flush()
+                self._flush()  # it may wait long: what it answered so far goes now
                 self._busy = blocking
                 return True
             error = blocking.exception()
@@ -425,7 +441,7 @@ class PgProtocol(Admitted):
             if after is None:
                 return False
             wait = after
-        self._flush()
+        self._flush_answered()
         coro = executor.complete(wait, timeout_ms, session.row_sink(self._drain_rows))
         task: asyncio.Task[object] = asyncio.get_running_loop().create_task(coro)
         task.add_done_callback(self._wait_done)
