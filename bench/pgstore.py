@@ -253,12 +253,12 @@ def main() -> None:
         cluster = start_cluster()
         try:
             _with_stats(cluster)
-            hand = _hand_written(cluster, cfg, "handwritten")
-            print(f"hand-written {hand['cpu_us']:.0f} us/cycle", flush=True)
+            hw = _hand_written(cluster, cfg, "handwritten")
+            print(f"hand-written {hw['cpu_us']:.0f} us/cycle", flush=True)
             _print_stats(cluster, "handwritten", args.queries)
             one = _front_end(cluster, cfg, "bench1")
             print(f"1 front end {one['cpu_us']:.0f} us/cycle (db {one['db_us']:.0f}), "
-                  f"{one['cpu_us'] / hand['cpu_us']:.2f}x", flush=True)
+                  f"{one['cpu_us'] / hw['cpu_us']:.2f}x", flush=True)
             _print_stats(cluster, "bench1", args.queries)
         finally:
             cluster.stop()
@@ -271,17 +271,8 @@ def main() -> None:
             ("postgresql, 1 front end", [cluster.create_database("bench1")], True),
             ("postgresql, 2 front ends", [cluster.create_database("bench2")], True),
         ][: 2 if args.quick else 3]
-        hand = cluster.create_database("handwritten")
-        target = Target("postgres", "127.0.0.1", cluster.port, hand)
-        asyncio.run(setup(target))
-        pid = cluster.postmaster_pid()
-        assert pid is not None
-        run = run_cycle(target, pid, cfg, "hw")
-        rows.append(("hand-written pg queue", {
-            "cycles_s": run.queries / run.wall_s, "p50": pct(run.latencies_ms, 50),
-            "p99": pct(run.latencies_ms, 99), "cpu_us": run.server_cpu_s / run.queries * 1e6,
-            "db_us": run.server_cpu_s / run.queries * 1e6, "ok": run.check.ok,
-            "errors": run.errors[:3]}, float("nan")))
+        rows.append(("hand-written pg queue", _hand_written(cluster, cfg, "handwritten"),
+                     float("nan")))
         for name, dsns, over_pg in setups:
             n = 2 if "2 front" in name else 1
             peers = [start_cubequeue(*(["--store", dsns[0]] if over_pg else [])) for _ in range(n)]
