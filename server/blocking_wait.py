@@ -18,7 +18,6 @@ connection. Every wait is counted and logged once through the
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -127,8 +126,9 @@ class BlockingWait:
         except Exception as exc:  # our bug or the store's: not counted, answered XX000
             self._fail(exc)
             return
-        if not isinstance(outcome, ResultSet) and inspect.isawaitable(outcome):
-            # a store that must wait before answering
+        if not isinstance(outcome, ResultSet) and isinstance(outcome, Awaitable):
+            # a store that must wait before answering (the ABC's check, cached per type:
+            # inspect.isawaitable would add three isinstance calls to every wait)
             task = self._loop.create_task(register_under_deadline(outcome, timeout_ms))
             task.add_done_callback(self._registered)
             self._task = task

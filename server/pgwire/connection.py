@@ -156,7 +156,7 @@ class PgProtocol(Admitted):
             decoded = self.decoder.feed(data)
         except FramingError as exc:
             decoded = [*exc.decoded, Fatal(exc)]
-        if self.decoder.buffered:
+        if self.decoder.partial:
             self._partial(bool(decoded))
         elif self._partial_since is not None:
             self._partial_since = None  # its timer, if armed, finds nothing and ends
@@ -369,7 +369,8 @@ class PgProtocol(Admitted):
     def _update_reading(self) -> None:
         if self.transport is None or self._lost or self._eof:
             return
-        pause = self._write_paused or self._pending.full
+        pending = self._pending
+        pause = self._write_paused or (pending.full if pending else False)
         if pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

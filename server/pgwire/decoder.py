@@ -368,11 +368,13 @@ class Decoder:
     when full). Password messages are never kept.
     """
 
-    __slots__ = ("_buf", "_need", "_seen", "expect_startup", "max_message_size")
+    __slots__ = ("_need", "_seen", "expect_startup", "max_message_size", "partial")
 
     def __init__(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
-        self._buf = bytearray()
-        #: bytes ``_buf`` must hold before anything new can be decoded
+        #: the bytes of a message not complete yet (read it, never write it: its truth
+        #: is the connection's per-read test for a partial message, with no call)
+        self.partial = bytearray()
+        #: bytes ``partial`` must hold before anything new can be decoded
         self._need = 0
         self.max_message_size = max_message_size
         #: True until a StartupMessage proper has been read
@@ -383,11 +385,11 @@ class Decoder:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet part of a complete message."""
-        return len(self._buf)
+        return len(self.partial)
 
     def feed(self, data: bytes) -> list[m.FrontendMessage]:
         """Every message completed by ``data``; raises :class:`FramingError`."""
-        pending = self._buf
+        pending = self.partial
         if pending:
             pending += data
             if len(pending) < self._need:
