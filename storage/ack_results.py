@@ -17,12 +17,13 @@ from __future__ import annotations
 import bisect
 
 from cubequeue.grammar.results import Row
+from cubequeue.storage.queue_item import utf8_excess
 
 __all__ = ["Result", "Results"]
 
 
 class Result:
-    __slots__ = ("deleted", "expire", "external_id", "id", "path", "prefix", "value")
+    __slots__ = ("deleted", "expire", "external_id", "id", "path", "prefix", "value", "wide")
 
     def __init__(
         self,
@@ -42,6 +43,9 @@ class Result:
         self.external_id = external_id
         #: Cube Store's "ready to delete" flag: set when consumed by path (§3.11)
         self.deleted = False
+        #: UTF-8 bytes beyond one a character of path and value (its size in O(1))
+        self.wide = (0 if path.isascii() and value.isascii()
+                     else utf8_excess(path) + utf8_excess(value))
 
     def row(self) -> Row:
         """The RESULT row: payload, type, id, external_id (§3.11)."""

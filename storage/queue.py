@@ -37,7 +37,7 @@ from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.prefixes import Prefixes, PrefixState
 from cubequeue.storage.purge import DetachedPrefix
-from cubequeue.storage.queue_item import ID_MASK, Item, path_prefix
+from cubequeue.storage.queue_item import ID_MASK, Item, path_prefix, utf8_excess
 from cubequeue.storage.queue_log import Departure, DepartureLog, Reason
 from cubequeue.storage.record_kinds import (
     ITEM_DEL,
@@ -278,6 +278,7 @@ class QueueState:
         """MERGE_EXTRA's new text for ``item`` (its size changes with it)."""
         sizes = self.item_sizes
         sizes.remove(item_row_size(item))
+        item.wide += utf8_excess(extra) - utf8_excess(item.extra)
         item.extra = extra
         sizes.add(item_row_size(item))
 
@@ -344,6 +345,7 @@ class QueueState:
             item.extra = extra
             item.heartbeat = heartbeat
             item.activated = activated
+            item.wide = utf8_excess(path) + utf8_excess(payload) + utf8_excess(extra)
             if activated is None and heartbeat is None:
                 group[1].append(item)
             else:

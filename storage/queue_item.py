@@ -7,7 +7,9 @@ one slotted object so a queued item costs a few hundred bytes beyond its path an
 
 from __future__ import annotations
 
-__all__ = ["ID_MASK", "Item", "pack", "path_key", "path_prefix", "unpack_time"]
+from cubequeue.storage.sizes import utf8_len
+
+__all__ = ["ID_MASK", "Item", "pack", "path_key", "path_prefix", "unpack_time", "utf8_excess"]
 
 #: i64 values are biased into [0, 2**64) so packed keys order like the signed values
 _BIAS = 1 << 63
@@ -34,6 +36,12 @@ def path_prefix(path: str) -> str:
     return prefix if sep else ""
 
 
+def utf8_excess(text: str | None) -> int:
+    """UTF-8 bytes beyond one a character (0 for ASCII, the usual case, at no cost): a
+    row keeps this so its byte size is O(1) (:mod:`.row_sizes`) without encoding again."""
+    return 0 if text is None or text.isascii() else utf8_len(text) - len(text)
+
+
 def path_key(path: str) -> str:
     """The key of ``path``: everything after the last ``:``, or the whole path (§2.1)."""
     return path.rpartition(":")[2]
@@ -44,7 +52,8 @@ class Item:
 
     The status is derived from ``activated`` (Cube Store's ``finished`` status is never
     used, §2.2). ``prefix`` is the shared string of the item's prefix state, so it costs
-    one pointer. ``rank`` is the pending-set key, (-priority, created, id) packed into an int: LIST
+    one pointer. ``wide`` is :func:`utf8_excess` of path, payload and extra together.
+    ``rank`` is the pending-set key, (-priority, created, id) packed into an int: LIST
     and PENDING order (§3.9, ties by id per §8 rule 2).
     """
 
@@ -63,6 +72,7 @@ class Item:
         "prefix",
         "priority",
         "process_id",
+        "wide",
     )
 
     def __init__(
@@ -94,6 +104,8 @@ class Item:
         self.exclusive = exclusive
         self.external_id = external_id
         self.activated: int | None = None
+        self.wide = (0 if path.isascii() and payload.isascii()
+                     else utf8_excess(path) + utf8_excess(payload))
 
     @property
     def active(self) -> bool:

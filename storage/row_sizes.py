@@ -18,19 +18,19 @@ from collections.abc import Iterable
 
 from cubequeue.storage.ack_results import Result
 from cubequeue.storage.queue_item import Item
-from cubequeue.storage.sizes import utf8_len
 
 __all__ = ["SizeTally", "item_row_size", "result_row_size"]
 
 
 def item_row_size(item: Item) -> int:
+    """O(1): characters plus the UTF-8 excess the item keeps (nothing encoded here)."""
     extra = item.extra
-    size = utf8_len(item.path) + utf8_len(item.payload)
-    return size if extra is None else size + utf8_len(extra)
+    size = len(item.path) + len(item.payload) + item.wide
+    return size if extra is None else size + len(extra)
 
 
 def result_row_size(result: Result) -> int:
-    return utf8_len(result.path) + utf8_len(result.value)
+    return len(result.path) + len(result.value) + result.wide
 
 
 class SizeTally:

@@ -34,17 +34,22 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.queue import QueueState
 from cubequeue.storage.record_kinds import CACHE_PUT, ITEM_PUT, PREFIX, RESULT_PUT
-from cubequeue.storage.row_sizes import item_row_size, result_row_size
+from cubequeue.storage.row_sizes import item_row_size
 from cubequeue.storage.store import MemoryStore
 
 START = 1_700_000_000_000
 HOUR = 3_600_000
 
 
+def _utf8(*texts: str | None) -> int:
+    """The reference's byte measure: every text field encoded."""
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts if t is not None)
+
+
 def walk_info_rows(state: QueueState, now: int) -> list[InfoRow]:
     """The reference: every item and result looked at, as INFO used to do."""
-    items = ((item_row_size(i), i.expire <= now) for i in state.items())
-    results = ((result_row_size(r), r.expire < now) for r in state.results.all_by_id())
+    items = ((_utf8(i.path, i.payload, i.extra), i.expire <= now) for i in state.items())
+    results = ((_utf8(r.path, r.value), r.expire < now) for r in state.results.all_by_id())
     return table_rows("QueueItems", items) + table_rows("QueueResults", results)
 
 

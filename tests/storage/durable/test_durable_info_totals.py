@@ -15,7 +15,6 @@ from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.durable.opening import open_store
 from cubequeue.storage.durable.store import DurableStore
 from cubequeue.storage.limits import Limits
-from cubequeue.storage.row_sizes import item_row_size, result_row_size
 from cubequeue.storage.store import MemoryStore
 
 DIR = "/data"
@@ -37,11 +36,16 @@ async def _run(durable: DurableStore, sql: str) -> list[InfoRow]:
     return out.rows  # type: ignore[return-value]
 
 
+def _utf8(*texts: str | None) -> int:
+    """The reference's byte measure: every text field encoded."""
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts if t is not None)
+
+
 def _walk(durable: DurableStore) -> list[InfoRow]:
     state = durable.store._queue  # the recovered state, walked row by row
     now = durable.store.now_ms()
-    items = ((item_row_size(i), i.expire <= now) for i in state.items())
-    results = ((result_row_size(r), r.expire < now) for r in state.results.all_by_id())
+    items = ((_utf8(i.path, i.payload, i.extra), i.expire <= now) for i in state.items())
+    results = ((_utf8(r.path, r.value), r.expire < now) for r in state.results.all_by_id())
     return table_rows("QueueItems", items) + table_rows("QueueResults", results)
 
 
