@@ -39,7 +39,7 @@ from cubequeue.grammar.errors import FeatureNotSupported, QueueError
 from cubequeue.grammar.results import Column, ColumnType, ResultSet, Row, Value
 from cubequeue.server.pgtypes import oids
 
-from .catalog_functions import register_functions
+from .catalog_functions import RegexMatch, register_functions
 from .catalog_rewrite import output_columns, rewrite
 from .catalog_tables import CATALOG_SCHEMAS, COLUMN_TYPES, TABLES, CatalogFacts, catalog_rows
 from .errors import UndefinedColumn
@@ -247,13 +247,15 @@ def _execute(plan: _Plan, facts: CatalogFacts, params: Sequence[str | None]
         return int(steps > MAX_STEPS)
 
     conn.set_progress_handler(progress, _STEP_OPS)
+    regex = RegexMatch()
+    conn.create_function("pg_regex", 3, regex, deterministic=True)
     try:
         cursor = conn.execute(plan.sqlite_sql, {str(i + 1): v for i, v in enumerate(params)})
         rows = cursor.fetchmany(MAX_ROWS + 1)
         names = [d[0] for d in cursor.description or ()]
         cursor.close()
     except sqlite3.Error as e:
-        raise _sqlite_error(e) from None
+        raise (regex.error or _sqlite_error(e)) from None
     finally:
         conn.set_progress_handler(None, 0)
     if len(rows) > MAX_ROWS:

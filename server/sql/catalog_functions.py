@@ -19,8 +19,9 @@ import json
 import re
 import sqlite3
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Final
+
+from cubequeue.grammar.errors import QueueError
 
 from .catalog_tables import (
     PG_CATALOG_OID,
@@ -31,14 +32,14 @@ from .catalog_tables import (
     CatalogFacts,
     relation_names,
 )
+from .regexes import compile_regex
 
-__all__ = ["format_array", "parse_array", "register_functions"]
+__all__ = ["RegexMatch", "format_array", "parse_array", "register_functions"]
 
 _SQL = int | float | str | bytes | None
 #: schemas a name is visible in without qualification: cubequeue's tables are reached
 #: as ``queue`` as well as ``system.queue``, so psql's ``\d`` lists them
 _VISIBLE_SCHEMAS: Final = frozenset({"system", "public", "pg_catalog"})
-_MAX_REGEX_LEN: Final = 1000
 _MAX_SERIES: Final = 10_000
 _NEEDS_QUOTES: Final = re.compile(r'[{},"\\\s]|^$|^null$', re.I)
 
@@ -83,20 +84,24 @@ def format_array(items: list[object]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
-@lru_cache(maxsize=256)
-def _regex(pattern: str, flags: int) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
+class RegexMatch:
+    """``pg_regex(value, pattern, insensitive)``: ``value ~ pattern`` (``~*`` when
+    ``insensitive``), through the same RE2 matching as plain SQL (:mod:`.regexes`).
 
+    SQLite keeps only "user-defined function raised exception" of a function's error, so
+    one is registered per statement and keeps the error (2201B, 54000) for the caller."""
 
-def _regex_match(value: _SQL, pattern: _SQL, insensitive: _SQL) -> int | None:
-    """``value ~ pattern`` (``~*`` when ``insensitive``): POSIX regexes as psql writes
-    them (anchors, groups, classes, ``.*``) read the same in Python's ``re``."""
-    if value is None or pattern is None:
-        return None
-    pattern = str(pattern)
-    if len(pattern) > _MAX_REGEX_LEN:
-        raise ValueError("regular expression is too long")
-    return int(_regex(pattern, re.I if insensitive else 0).search(str(value)) is not None)
+    def __init__(self) -> None:
+        self.error: QueueError | None = None
+
+    def __call__(self, value: _SQL, pattern: _SQL, insensitive: _SQL) -> int | None:
+        if value is None or pattern is None:
+            return None
+        try:
+            return int(compile_regex(str(pattern), insensitive=bool(insensitive)).search(str(value)))
+        except QueueError as e:
+            self.error = e
+            raise
 
 
 class _ArrayAgg:
@@ -204,7 +209,6 @@ def register_functions(conn: sqlite3.Connection, facts: CatalogFacts) -> None:
         "pg_array_get": (2, array_get),
         "pg_array_json": (1, array_json),
         "pg_series_json": (2, series_json),
-        "pg_regex": (3, _regex_match),
         "pg_regclass": (1, regclass),
         "pg_regtype": (1, lambda oid: format_type(oid)),
         "pg_regnamespace": (1, lambda oid: namespaces.get(int(oid or 0), str(oid))),

@@ -38,6 +38,7 @@ from .intervals import Interval, parse_interval_value
 from .json_ops import compile_json
 from .like import LikePattern, compile_like
 from .limits import check_in_list
+from .regexes import Regex, compile_regex
 from .sqltypes import SqlType, check_int
 from .strings import STRING_FUNCTIONS, STRING_NODES, compile_string, string_function
 from .time_functions import TIME_FUNCTIONS, TIME_NODES, compile_time
@@ -152,33 +153,50 @@ def _text_operand(c: Compiled, scope: Scope, what: str) -> Compiled:
     raise FeatureNotSupported(f"{what} needs text, not {c.type.pg_name}")
 
 
-#: patterns compiled per LIKE node and kept, so a column pattern cannot grow it per row
+#: patterns compiled per LIKE or ~ node and kept, so a column pattern cannot grow it per row
 _LIKE_CACHE_ENTRIES: Final = 64
 
 
-def _like(node: exp.Like | exp.ILike | exp.RegexpLike, scope: Scope,
+def _regex(node: exp.RegexpLike | exp.RegexpILike, scope: Scope) -> Compiled:
+    """``~`` and ``~*`` through :mod:`.regexes` (RE2: linear, no backtracking; ``!~`` and
+    ``!~*`` arrive as NOT around them). A pattern written in the statement is compiled here, once; one that
+    comes from a column or a parameter is compiled at its first row and kept."""
+    insensitive = isinstance(node, exp.RegexpILike)
+    what = "~*" if insensitive else "~"
+    a = _text_operand(compile_expr(node.this, scope), scope, what)
+    b = _text_operand(compile_expr(node.expression, scope), scope, what)
+    fixed = None
+    if b.literal is not None and b.literal[0] is not None:
+        fixed = compile_regex(str(b.literal[0]), insensitive=insensitive)
+    regexes: dict[str, Regex] = {}
+
+    def run(row: Row, ctx: Ctx) -> Value:
+        x = a.fn(row, ctx)
+        rx = fixed
+        if rx is None:
+            p = b.fn(row, ctx)
+            if p is None:
+                return None
+            rx = regexes.get(str(p))
+            if rx is None:
+                rx = compile_regex(str(p), insensitive=insensitive)
+                if len(regexes) < _LIKE_CACHE_ENTRIES:
+                    regexes[str(p)] = rx
+        if x is None:
+            return None
+        return rx.search(str(x))
+
+    return Compiled(run, T.BOOL)
+
+
+def _like(node: exp.Like | exp.ILike, scope: Scope,
           escape_node: exp.Expr | None = None) -> Compiled:
-    """LIKE / ILIKE through :mod:`.like` (linear, no backtracking); ``~`` through ``re``."""
-    what = {exp.Like: "LIKE", exp.ILike: "ILIKE"}.get(type(node), "~")
+    """LIKE / ILIKE through :mod:`.like` (linear, no backtracking)."""
+    what = "ILIKE" if isinstance(node, exp.ILike) else "LIKE"
     a = _text_operand(compile_expr(node.this, scope), scope, what)
     b = _text_operand(compile_expr(node.expression, scope), scope, what)
     esc = None if escape_node is None else _text_operand(compile_expr(escape_node, scope), scope, "ESCAPE")
     negate = bool(node.args.get("negate"))
-    if isinstance(node, exp.RegexpLike):
-        regexes: dict[str, re.Pattern[str]] = {}
-
-        def run_regex(row: Row, ctx: Ctx) -> Value:
-            x, p = a.fn(row, ctx), b.fn(row, ctx)
-            if x is None or p is None:
-                return None
-            rx = regexes.get(str(p))
-            if rx is None:
-                rx = re.compile(str(p))
-                if len(regexes) < _LIKE_CACHE_ENTRIES:
-                    regexes[str(p)] = rx
-            return (rx.search(str(x)) is not None) != negate
-
-        return Compiled(run_regex, T.BOOL)
     insensitive = isinstance(node, exp.ILike)
     patterns: dict[tuple[str, str], LikePattern] = {}
 
@@ -414,8 +432,10 @@ def compile_scalar(node: exp.Expr, scope: Scope) -> Compiled:
         low = exp.GTE(this=node.this, expression=node.args["low"])
         high = exp.LTE(this=node.this, expression=node.args["high"])
         return compile_expr(exp.And(this=low, expression=high), scope)
-    if isinstance(node, exp.Like | exp.ILike | exp.RegexpLike):
+    if isinstance(node, exp.Like | exp.ILike):
         return _like(node, scope)
+    if isinstance(node, exp.RegexpLike | exp.RegexpILike):
+        return _regex(node, scope)
     if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like | exp.ILike):
         return _like(node.this, scope, node.expression)
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
