@@ -24,7 +24,7 @@ help:
 	@echo "  test         install everything the tests need (venv, npm and Debian packages) and run every test (CI)"
 	@echo "  quick        the unit and in-process tests only: no apt, npm or browsers (the fast loop)"
 	@echo "  lint         ruff and import-linter;  typecheck: mypy strict"
-	@echo "  bench        the benchmarks against PostgreSQL and Redis (bench/RESULTS.md);  bench-quick: a short run"
+	@echo "  bench        the benchmarks against PostgreSQL 15, Redis 7 and a bare-Python floor server (bench/RESULTS.md);  bench-quick: a short run"
 	@echo "  lock         re-resolve uv.lock after a dependency change in pyproject.toml"
 	@echo "  clean        remove the venv, build output and npm packages"
 
@@ -76,7 +76,6 @@ system-deps:
 	command -v openssl >/dev/null || need="$$need openssl"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	[ -x /usr/bin/chromium ] || need="$$need chromium"; \
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need="$$need postgresql"; \
 	command -v promtool >/dev/null || need="$$need prometheus"; \
 	if [ -n "$$need" ]; then \
 	  echo "installing Debian packages:$$need"; \
