@@ -159,6 +159,8 @@ bench: install bench-deps
 	$(PY) -m bench.durable
 	$(PY) -m bench.pgstore
 	$(PY) -m bench.console
+	# the failover test at three times make test's load and time (docs/topology.md)
+	CUBEQUEUE_FAILOVER_LONG=1 $(VENV)/bin/pytest -q tests/storage/postgres/frontends/test_pgstore_failover.py
 
 bench-quick: install bench-deps
 	$(PY) -m bench.run --quick
