@@ -25,7 +25,10 @@ Contract, with the rules it follows:
 * **Bytes** of an entry = UTF-8 length of its full path + UTF-8 length of its value. That
   is what ``cache_max_bytes``, :attr:`CacheStore.bytes`, the EVICTION sizes and the INFO
   row sizes count (Cube Store's raw size adds a fixed per-row overhead for RocksDB keys;
-  cubequeue has no such overhead to account for).
+  cubequeue has no such overhead to account for). The sizes are kept in a
+  :class:`~cubequeue.storage.row_sizes.SizeTally` as entries come, change and go, so
+  ``SYS CACHESTORE INFO`` reads totals (its expired rows are the expiry heap's due part)
+  instead of walking every entry.
 * Every call validates before it mutates, so a call that raises changed nothing that a
   client can observe (the expiry sweep it may have run removes only invisible rows).
 """
@@ -47,11 +50,12 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
-from cubequeue.storage.cachestore_info import InfoRow, table_rows
+from cubequeue.storage.cachestore_info import InfoRow, totals_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
 from cubequeue.storage.record_kinds import CACHE_DEL, CACHE_PUT, PURGE, TRUNCATE
+from cubequeue.storage.row_sizes import SizeTally
 from cubequeue.storage.sizes import format_size, utf8_len
 from cubequeue.storage.system_schemas import CACHE_COLUMNS
 
@@ -102,7 +106,6 @@ class CacheStore:
 
     __slots__ = (
         "_by_prefix",
-        "_bytes",
         "_clock",
         "_entries",
         "_evicted_bytes",
@@ -111,6 +114,7 @@ class CacheStore:
         "_expiry",
         "_limits",
         "_next_id",
+        "_sizes",
         "_ttl_rows",
         "journal",
     )
@@ -126,7 +130,8 @@ class CacheStore:
         self._ttl_rows: dict[int, _Entry] = {}
         self._expiry = ExpiryHeap(self._ttl_live)
         self._next_id = 1
-        self._bytes = 0
+        #: the entries' sizes; its total is the accounted bytes held
+        self._sizes = SizeTally()
         self._evicted_keys = 0
         self._evicted_bytes = 0
         self._expired_keys = 0
@@ -143,7 +148,7 @@ class CacheStore:
     @property
     def bytes(self) -> int:
         """Accounted bytes of the entries held (path + value, UTF-8)."""
-        return self._bytes
+        return self._sizes.total
 
     @property
     def evictions_total(self) -> int:
@@ -242,7 +247,7 @@ class CacheStore:
         self._by_prefix.clear()
         self._expiry.clear()
         self._ttl_rows.clear()
-        self._bytes = 0
+        self._sizes = SizeTally()
         return EMPTY
 
     def cache_incr(self, cmd: CacheIncr) -> ResultSet:
@@ -308,19 +313,24 @@ class CacheStore:
         """
         return [
             ("stats_total_keys", str(len(self._entries)), None),
-            ("stats_total_raw_size", format_size(self._bytes), None),
+            ("stats_total_raw_size", format_size(self._sizes.total), None),
             ("total_keys_removed", str(self._evicted_keys), "Keys evicted since start"),
             ("total_size_removed", format_size(self._evicted_bytes), "Bytes evicted since start"),
             ("total_delete_skipped", "0", _DELETE_SKIPPED_DESCRIPTION),
         ]
 
     def info_rows(self) -> list[InfoRow]:
-        """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1); O(n), no sweep."""
-        now = self._clock()
-        sizes = (
-            (e.size, e.expire is not None and e.expire <= now) for e in self._entries.values()
-        )
-        return table_rows("CacheItems", sizes)
+        """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1), no sweep: the
+        kept sizes, and the expired entries the sweep has not removed (the expiry heap's
+        due part: none after a step's sweep), so the cost does not grow with the cache."""
+        count, total, smallest, largest = self._sizes.figures()
+        rows = self._ttl_rows
+        expired_keys = expired_size = 0
+        for id_ in self._expiry.due_ids(self._clock()):
+            expired_keys += 1
+            expired_size += rows[id_].size
+        return totals_rows("CacheItems", count, total, expired_keys, expired_size,
+                           smallest, largest)
 
     # ------------------------------------------------------------------ internals
 
@@ -352,7 +362,7 @@ class CacheStore:
         self._next_id += 1
         self._entries[path] = entry  # appended: most recently used
         self._by_prefix.setdefault(prefix or "", {})[path] = entry
-        self._bytes += size
+        self._sizes.add(size)
         if expire is not None:
             self._schedule(entry, expire)
         if self.journal is not None:
@@ -364,7 +374,7 @@ class CacheStore:
         entry = _Entry(row_id, path, prefix, key, value, expire, utf8_len(path) + utf8_len(value))
         self._entries[path] = entry
         self._by_prefix.setdefault(prefix or "", {})[path] = entry
-        self._bytes += entry.size
+        self._sizes.add(entry.size)
         if expire is not None:
             self._schedule(entry, expire)
         self._next_id = max(self._next_id, row_id + 1)
@@ -376,9 +386,10 @@ class CacheStore:
 
     def _update(self, entry: _Entry, value: str, expire: int | None, size: int) -> None:
         """Replace value and expiry in place: the row id and KEYS position stay."""
-        self._bytes += size - entry.size
+        if size != entry.size:
+            self._sizes.resize(entry.size, size)
+            entry.size = size
         entry.value = value
-        entry.size = size
         if expire != entry.expire:
             if entry.expire is not None:
                 del self._ttl_rows[entry.id]
@@ -408,7 +419,7 @@ class CacheStore:
         """Remove an entry from everything but the prefix index (PURGE drops that whole,
         and journals one record for all: ``journaled`` False)."""
         del self._entries[entry.path]
-        self._bytes -= entry.size
+        self._sizes.remove(entry.size)
         if journaled and self.journal is not None and not in_sweep:
             self.journal.append((CACHE_DEL, entry.path))
         if entry.expire is not None:
@@ -420,8 +431,9 @@ class CacheStore:
         """allkeys-lru until keys ≤ max_keys and bytes ≤ max_bytes; spares the MRU entry."""
         max_keys = self._limits.cache_max_keys
         max_bytes = self._limits.cache_max_bytes
+        sizes = self._sizes
         evicted = 0
-        while (len(self._entries) > max_keys or self._bytes > max_bytes) and len(self._entries) > 1:
+        while (len(self._entries) > max_keys or sizes.total > max_bytes) and len(self._entries) > 1:
             victim = next(iter(self._entries.values()))
             self._drop(victim)
             self._evicted_bytes += victim.size

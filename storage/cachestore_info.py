@@ -8,10 +8,10 @@ measure the cache uses for its entries. ``expired_*`` count rows past their expi
 the sweep has not removed yet (Cube Store: not yet compacted), which after a step's sweep
 is 0 unless the bounded sweep left a backlog.
 
-The cache's rows scan its entries (at most ``cache_max_keys``). The queue's cost does not
-grow with the rows: their sizes are kept as they change (:mod:`.row_sizes`), the expired
-ones are the expiry heaps' due part (empty once a step's sweep has caught up), and only
-the items an unfinished PURGE still holds are looked at one by one.
+Neither table's cost grows with its rows: their sizes are kept as they change
+(:mod:`.row_sizes`; the cache's in :mod:`.cache`), the expired ones are the expiry heaps'
+due part (empty once a step's sweep has caught up), and only the items an unfinished
+PURGE still holds are looked at one by one.
 """
 
 from __future__ import annotations

@@ -60,6 +60,17 @@ class SizeTally:
         else:
             del counts[size]
 
+    def resize(self, old: int, new: int) -> None:
+        """One row's size changes from ``old`` to ``new`` (a replacing CACHE SET, INCR)."""
+        self.total += new - old
+        counts = self._counts
+        held = counts[old] - 1
+        if held:
+            counts[old] = held
+        else:
+            del counts[old]
+        counts[new] = counts.get(new, 0) + 1
+
     def extend(self, sizes: Iterable[int]) -> None:
         """Many rows at once (recovery)."""
         counts = self._counts
