@@ -23,6 +23,9 @@ class FakeTransport:
     def write(self, data: bytes) -> None:
         self.written.append(data)
 
+    def is_closing(self) -> bool:
+        return self.closed
+
     def pause_reading(self) -> None:
         self.paused = True
 

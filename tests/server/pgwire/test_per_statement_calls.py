@@ -10,7 +10,8 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+
+from fake_transport import FakeTransport
 
 from cubequeue.grammar import parse
 from cubequeue.server.app import build_context
@@ -21,34 +22,6 @@ from cubequeue.server.pgwire.client import BackendDecoder, encode_frontend
 from cubequeue.server.pgwire.connection import PgProtocol
 from cubequeue.storage.clock import FakeClock
 from cubequeue.storage.store import MemoryStore
-
-
-class _Sink:
-    """A transport that keeps the last write (no socket)."""
-
-    def __init__(self) -> None:
-        self.last = b""
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        return None
-
-    def write(self, data: bytes) -> None:
-        self.last = data
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        return None
-
-    def resume_reading(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 @contextmanager
@@ -78,7 +51,7 @@ def test_a_prepared_round_trip_calls_no_reading_bookkeeping() -> None:
 
     async def main() -> list[str]:
         proto = PgProtocol(build_context(Config(test_clock=True)), None)
-        sink = _Sink()
+        sink = FakeTransport()
         proto.connection_made(sink)  # type: ignore[arg-type]  # a stand-in transport
         proto.data_received(_enc(m.StartupMessage(196608, (("user", "cube"),))))
         proto.data_received(_enc(m.Parse("s1", "SELECT 1", ()), m.Sync()))
@@ -86,7 +59,7 @@ def test_a_prepared_round_trip_calls_no_reading_bookkeeping() -> None:
         proto.data_received(tx)  # caches warm
         with python_calls() as names:
             proto.data_received(tx)
-        answer = BackendDecoder().feed(sink.last)
+        answer = BackendDecoder().feed(sink.written[-1])
         assert [type(x) for x in answer] == [m.BindComplete, m.RowDescription, m.DataRow,
                                              m.CommandComplete, m.ReadyForQuery]  # fmt: skip
         proto.connection_lost(None)

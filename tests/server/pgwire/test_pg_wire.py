@@ -3,11 +3,9 @@ blocking waits, cancel, disconnects, garbage, shutdown and TLS."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 import socket
 import struct
-import subprocess
 import threading
 import time
 import urllib.request
@@ -17,6 +15,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tls import self_signed
 
 from cubequeue.server.pgclient import RawClient
 from cubequeue.server.pgwire import messages as m
@@ -262,14 +261,8 @@ def test_users_file_and_unknown_user(start_server, tmp_path):
         psycopg.connect(dsn + " user=bob password=wonder")
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is missing")
 def test_tls(start_server, tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+    cert, key = self_signed(tmp_path)
     srv = start_server("--tls-cert", str(cert), "--tls-key", str(key))
     dsn = f"host={srv.host} port={srv.port} user=cube dbname=cube"
     with psycopg.connect(dsn + " sslmode=require", autocommit=True) as conn:

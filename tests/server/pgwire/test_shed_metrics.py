@@ -9,8 +9,6 @@ test_bursts.py runs them.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from server_process import server
 from test_bursts import limited_server, silent_sockets
+from tls import self_signed
 
 from cubequeue.server.pytest_plugin import CubequeueServer
 
@@ -66,17 +65,7 @@ def test_a_silent_connection_shed_for_descriptors_is_counted() -> None:
 
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl CLI is missing")
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return cert, key
+    return self_signed(tmp_path_factory.mktemp("tls"))
 
 
 def test_a_plaintext_login_refused_by_tls_required_is_logged_and_counted(
