@@ -102,6 +102,16 @@ SLOW = (
     "tests/server/test_plain_wait_wire.py",
     "tests/storage/test_storage_active_text.py",
     "tests/storage/test_storage_retrieve.py::test_fast_track_records_last_concurrency",
+    # end to end with servers of their own per test: covered by make test
+    "tests/server/test_doors.py",
+    "tests/server/ops/test_ops_startup.py",
+    "tests/server/ops/test_ops_pgclient.py",
+    "tests/server/test_http_port.py",
+    "tests/server/test_origin_host.py",
+    "tests/server/pgwire/test_bursts.py",
+    "tests/server/pgwire/test_shed_metrics.py",
+    "tests/server/pgwire/test_pg_limits_extra.py",
+    "tests/bench/test_bench_harness.py",
 )
 
 
