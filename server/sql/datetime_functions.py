@@ -35,7 +35,10 @@ from .expressions import Compiled, Ctx, Scope, coerce, compile_expr
 from .intervals import add_months, shift
 from .sqltypes import SqlType, cast_value, check_int, parse_interval
 
-__all__ = ["ANONYMOUS", "NODE_NAMES", "add_months", "compile_typed", "parse_calendar_interval"]
+__all__ = [
+    "ANONYMOUS", "NODE_NAMES", "add_months", "compile_typed", "parse_calendar_interval",
+    "timestamp_operand",
+]
 
 T = SqlType
 MS_PER_S: Final = 1000
@@ -71,7 +74,9 @@ def parse_calendar_interval(text: str) -> tuple[int, int]:
     return months, parse_interval(" ".join(rest)) if rest else 0
 
 
-def _timestamp_operand(c: Compiled, scope: Scope, what: str) -> Compiled:
+def timestamp_operand(c: Compiled, scope: Scope, what: str) -> Compiled:
+    """``c`` as a timestamptz argument of function ``what``, as PostgreSQL resolves it:
+    an untyped literal is read as one; any other type has no such function (42883)."""
     if c.type in (T.TIMESTAMPTZ, T.UNKNOWN):
         return coerce(c, T.TIMESTAMPTZ, scope)
     raise UndefinedFunction(
@@ -85,7 +90,7 @@ def _unix_timestamp(args: list[Compiled], scope: Scope) -> Compiled:
     if not args:
         return Compiled(lambda row, ctx: ctx.now_ms // MS_PER_S, T.INT8, "unix_timestamp",
                         const=True)
-    ts = _timestamp_operand(args[0], scope, "unix_timestamp").fn
+    ts = timestamp_operand(args[0], scope, "unix_timestamp").fn
 
     def run(row: Row, ctx: Ctx) -> Value:
         v = ts(row, ctx)
@@ -110,7 +115,7 @@ def _offset_ms(text: str) -> int:
 def _convert_tz(args: list[Compiled], scope: Scope) -> Compiled:
     """Cube Store's ``CONVERT_TZ(ts, '+HH:MM')``: the UTC timestamp moved by the offset
     (what ``CubeStoreQuery.convertTz`` emits); MySQL's ``(ts, from, to)`` also works."""
-    ts = _timestamp_operand(args[0], scope, "convert_tz").fn
+    ts = timestamp_operand(args[0], scope, "convert_tz").fn
     offsets = [coerce(a, T.TEXT, scope).fn for a in args[1:]]
 
     def run(row: Row, ctx: Ctx) -> Value:
@@ -151,7 +156,7 @@ def _round_int(node: exp.Floor | exp.Ceil, scope: Scope) -> Compiled:
 def _date_shift(node: exp.DateAdd | exp.DateSub, scope: Scope) -> Compiled:
     name = NODE_NAMES[type(node)]
     sign = 1 if isinstance(node, exp.DateAdd) else -1
-    ts = _timestamp_operand(compile_expr(node.this, scope), scope, name)
+    ts = timestamp_operand(compile_expr(node.this, scope), scope, name)
     iv = node.expression
     if isinstance(iv, exp.Interval) and isinstance(iv.this, exp.Literal):
         unit = iv.args.get("unit")

@@ -31,6 +31,7 @@ from sqlglot import exp
 from cubequeue.grammar.errors import FeatureNotSupported, InvalidParameterValue
 from cubequeue.grammar.results import Row, Value
 
+from .datetime_functions import timestamp_operand
 from .errors import UndefinedFunction
 from .expressions import Compiled, Ctx, Scope, coerce, compile_expr
 from .intervals import Interval, local_time, ms_of
@@ -207,21 +208,12 @@ def age(later: int, earlier: int, tz: tzinfo) -> Interval:
     return Interval(year * 12 + month, day, ms)
 
 
-def _timestamp(c: Compiled, scope: Scope, name: str) -> Compiled:
-    if c.type in (T.TIMESTAMPTZ, T.UNKNOWN):
-        return coerce(c, T.TIMESTAMPTZ, scope)
-    raise UndefinedFunction(
-        f"function {name}({c.type.pg_name}) does not exist",
-        hint="No function matches the given name and argument types. "
-        "You might need to add explicit type casts.")
-
-
 def _numeric(value: Decimal) -> Value:
     return cast(Value, value)  # see sqltypes._numeric: a Decimal row value, by type
 
 
 def _age(args: list[Compiled], scope: Scope) -> Compiled:
-    ts = [_timestamp(a, scope, "age").fn for a in args]
+    ts = [timestamp_operand(a, scope, "age").fn for a in args]
     const = all(a.const for a in args)
     if len(ts) == 1:
         (of,) = ts
@@ -251,7 +243,7 @@ def _date_part(args: list[Compiled], scope: Scope) -> Compiled:
                                 f"{arg.type.pg_name}) does not exist")
     of_interval = arg.type is T.INTERVAL
     if not of_interval:
-        arg = _timestamp(arg, scope, "date_part")
+        arg = timestamp_operand(arg, scope, "date_part")
     if field.literal is not None and field.literal[0] is not None:
         _unit(str(field.literal[0]), "interval" if of_interval else _TS_NAME)
     ff, f = field.fn, arg.fn
@@ -271,7 +263,7 @@ def _to_char(args: list[Compiled], scope: Scope) -> Compiled:
     if value.type is T.INTERVAL or value.type.is_number:
         raise FeatureNotSupported(f"to_char({value.type.pg_name}, text) is not supported",
                                   hint="to_char formats timestamps here.")
-    ts = _timestamp(value, scope, "to_char")
+    ts = timestamp_operand(value, scope, "to_char")
     fmt = coerce(fmt_arg, T.TEXT, scope) if fmt_arg.type is T.UNKNOWN else fmt_arg
     if fmt.type is not T.TEXT:
         raise UndefinedFunction(f"function to_char({ts.type.pg_name}, {fmt.type.pg_name}) "
@@ -324,7 +316,7 @@ def _named_zone(name: str) -> tzinfo:
 def _date_trunc(node: exp.TimestampTrunc, scope: Scope) -> Compiled:
     unit = _word(node.args.get("unit"))
     _unit(unit, _TS_NAME)  # 22023 at plan time, as a literal is read then
-    ts = _timestamp(compile_expr(node.this, scope), scope, "date_trunc")
+    ts = timestamp_operand(compile_expr(node.this, scope), scope, "date_trunc")
     f = ts.fn
     zone_node = node.args.get("zone")
     zone_fn = None if zone_node is None else coerce(compile_expr(zone_node, scope), T.TEXT,
@@ -350,7 +342,7 @@ def _extract(node: exp.Extract, scope: Scope) -> Compiled:
     arg = compile_expr(node.expression, scope)
     of_interval = arg.type is T.INTERVAL
     if not of_interval:
-        arg = _timestamp(arg, scope, "extract")
+        arg = timestamp_operand(arg, scope, "extract")
     _unit(field, "interval" if of_interval else _TS_NAME)
     f = arg.fn
 
