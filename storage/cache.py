@@ -50,7 +50,7 @@ from cubequeue.grammar.commands import (
 from cubequeue.grammar.errors import InvalidTextRepresentation, LimitExceeded
 from cubequeue.grammar.results import EMPTY, ResultSet, Row
 from cubequeue.storage import bound_fields
-from cubequeue.storage.cachestore_info import InfoRow, totals_rows
+from cubequeue.storage.cachestore_info import InfoRow, tally_rows
 from cubequeue.storage.clock import Clock
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.limits import Limits
@@ -323,14 +323,9 @@ class CacheStore:
         """The 7 ``CacheItems.*`` rows of ``SYS CACHESTORE INFO`` (§5.1), no sweep: the
         kept sizes, and the expired entries the sweep has not removed (the expiry heap's
         due part: none after a step's sweep), so the cost does not grow with the cache."""
-        count, total, smallest, largest = self._sizes.figures()
         rows = self._ttl_rows
-        expired_keys = expired_size = 0
-        for id_ in self._expiry.due_ids(self._clock()):
-            expired_keys += 1
-            expired_size += rows[id_].size
-        return totals_rows("CacheItems", count, total, expired_keys, expired_size,
-                           smallest, largest)
+        due = self._expiry.due_ids(self._clock())
+        return tally_rows("CacheItems", self._sizes, None, (rows[id_].size for id_ in due))
 
     # ------------------------------------------------------------------ internals
 

@@ -1,6 +1,6 @@
 """``SYS CACHESTORE INFO``'s rows (``docs/dialect.md`` §5.1), for the cache and the queue.
 
-Seven rows per table (CacheItems, QueueItems, QueueResults), built by :func:`table_rows`: keys_total, size_total, expired_keys_total, expired_size_total,
+Seven rows per table (CacheItems, QueueItems, QueueResults), built by :func:`totals_rows`: keys_total, size_total, expired_keys_total, expired_size_total,
 min_row_size, max_row_size and avg_row_size, sizes as humansize DECIMAL text
 (:func:`~cubequeue.storage.sizes.format_size`). A row's size is the UTF-8 length of its
 text fields (path, payload, extra for an item; path and value for a result), the same
@@ -29,6 +29,7 @@ __all__ = [
     "queue_info_rows",
     "result_row_size",
     "table_rows",
+    "tally_rows",
     "totals_rows",
 ]
 
@@ -39,7 +40,8 @@ _EXPIRED_SIZE = "Total size of keys that expired but were not truncated via comp
 
 
 def table_rows(table: str, rows: Iterable[tuple[int, bool]]) -> list[InfoRow]:
-    """The seven ``<table>.*`` rows; ``rows`` yields (size, expired) per row."""
+    """The seven ``<table>.*`` rows; ``rows`` yields (size, expired) per row (a walk of
+    every row: the stores keep totals, and the tests check them against this)."""
     count = total = expired_keys = expired_size = smallest = largest = 0
     for size, expired in rows:
         count += 1
@@ -72,15 +74,17 @@ def queue_info_rows(state: QueueState, now: int) -> list[InfoRow]:
     """The 14 QueueItems.* and QueueResults.* rows; items expire at ``expire <= now``,
     results once ``expire < now`` (§2.7)."""
     purged = Counter(map(item_row_size, state.purged_items()))
-    items = _tally_rows("QueueItems", state.item_sizes, purged,
-                        map(item_row_size, state.due_items(now)))
-    results = _tally_rows("QueueResults", state.result_sizes, None,
-                          map(result_row_size, state.due_results(now)))
+    items = tally_rows("QueueItems", state.item_sizes, purged,
+                       map(item_row_size, state.due_items(now)))
+    results = tally_rows("QueueResults", state.result_sizes, None,
+                         map(result_row_size, state.due_results(now)))
     return items + results
 
 
-def _tally_rows(table: str, tally: SizeTally, hidden: Counter[int] | None,
-                expired: Iterable[int]) -> list[InfoRow]:
+def tally_rows(table: str, tally: SizeTally, hidden: Counter[int] | None,
+               expired: Iterable[int]) -> list[InfoRow]:
+    """The seven ``<table>.*`` rows from ``tally`` less ``hidden`` (see
+    :meth:`SizeTally.figures`), ``expired`` yielding the size of each expired row."""
     count, total, smallest, largest = tally.figures(hidden)
     expired_keys = expired_size = 0
     for size in expired:

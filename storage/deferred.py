@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-__all__ = ["ENTRIES_PER_UNIT", "DeferredWork", "Job", "release_list"]
+__all__ = ["ENTRIES_PER_UNIT", "DeferredWork", "Job", "release_list", "release_lists"]
 
 #: sorted-index or heap entries released per unit of work (plain ints: cheap)
 ENTRIES_PER_UNIT = 256
@@ -65,3 +65,15 @@ def release_list(values: list[int], budget: int, per_unit: int = 1) -> int:
     if count:
         del values[len(values) - count :]
     return -(-count // per_unit)
+
+
+def release_lists(lists: list[list[int]], budget: int) -> int:
+    """Empty ``lists`` from the last one back, :data:`ENTRIES_PER_UNIT` entries a unit,
+    popping each once empty, within ``budget`` units; the units used (a TRUNCATE's or a
+    PURGE's detached indexes)."""
+    used = 0
+    while used < budget and lists:
+        used += release_list(lists[-1], budget - used, ENTRIES_PER_UNIT)
+        if not lists[-1]:
+            lists.pop()
+    return used

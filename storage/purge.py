@@ -17,7 +17,7 @@ from functools import partial
 
 from sortedcontainers import SortedDict, SortedList
 
-from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_list
+from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_lists
 from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.queue_item import ID_MASK, Item
 from cubequeue.storage.queue_log import Departure
@@ -110,9 +110,5 @@ class DetachedPrefix:
             for _ in range(min(len(keys), ENTRIES_PER_UNIT)):
                 keys.popitem()
             used += 1
-        lists = self.lists
-        while used < budget and lists:
-            used += release_list(lists[-1], budget - used, ENTRIES_PER_UNIT)
-            if not lists[-1]:
-                lists.pop()
+        used += release_lists(self.lists, budget - used)
         return used, released

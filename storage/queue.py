@@ -276,11 +276,10 @@ class QueueState:
 
     def set_extra(self, item: Item, extra: str | None) -> None:
         """MERGE_EXTRA's new text for ``item`` (its size changes with it)."""
-        sizes = self.item_sizes
-        sizes.remove(item_row_size(item))
+        old = item_row_size(item)
         item.wide += utf8_excess(extra) - utf8_excess(item.extra)
         item.extra = extra
-        sizes.add(item_row_size(item))
+        self.item_sizes.resize(old, item_row_size(item))
 
     def note_item(self, item: Item) -> None:
         """Journal an item's mutable fields after a claim, heartbeat or MERGE_EXTRA."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from functools import partial
 
 from cubequeue.storage.ack_results import Results
-from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_list
+from cubequeue.storage.deferred import ENTRIES_PER_UNIT, release_lists
 from cubequeue.storage.expiry import ExpiryHeap
 from cubequeue.storage.list_snapshot import ListSnapshot
 from cubequeue.storage.prefixes import Prefixes
@@ -58,11 +58,7 @@ class DetachedQueue:
         while by_path and used < budget:
             by_path.popitem()
             used += 1
-        while used < budget and self.indexes:
-            index = self.indexes[-1]
-            used += release_list(index, budget - used, ENTRIES_PER_UNIT)
-            if not index:
-                self.indexes.pop()
+        used += release_lists(self.indexes, budget - used)
         if used < budget and self.results is not None:
             used += 1 + len(self.results) // ENTRIES_PER_UNIT  # rare and bounded by expiry
             self.results = None
