@@ -76,6 +76,16 @@ _DATA = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 _OPEN = State.OPEN
 
 
+def _frame_head(first: int, n: int) -> bytes:
+    """An unmasked frame's header: ``first`` (FIN and opcode), then the payload length
+    ``n`` in one, three or nine bytes (RFC 6455 §5.2)."""
+    if n < 126:
+        return bytes((first, n))
+    if n < 65536:
+        return _HEAD16.pack(first, 126, n)
+    return _HEAD64.pack(first, 127, n)
+
+
 class InlineFrames(asyncio.Protocol):
     """The transport's protocol for one upgraded socket (see the module docstring)."""
 
@@ -261,13 +271,7 @@ class InlineFrames(asyncio.Protocol):
             out = self._out
             if queued:
                 out += queued
-            n = len(frame)
-            if n < 126:
-                out.append(bytes((_FIN_BINARY, n)))
-            elif n < 65536:
-                out.append(_HEAD16.pack(_FIN_BINARY, 126, n))
-            else:
-                out.append(_HEAD64.pack(_FIN_BINARY, 127, n))
+            out.append(_frame_head(_FIN_BINARY, len(frame)))
             out.append(frame)
         if not self.batching:
             self.flush()
@@ -308,13 +312,7 @@ class InlineFrames(asyncio.Protocol):
                 if protocol.state is not _OPEN or transport.is_closing():
                     return False
                 left -= have
-                head = opcode | (0x80 if not left else 0)
-                if have < 126:
-                    transport.write(bytes((head, have)))
-                elif have < 65536:
-                    transport.write(_HEAD16.pack(head, 126, have))
-                else:
-                    transport.write(_HEAD64.pack(head, 127, have))
+                transport.write(_frame_head(opcode | (0x80 if not left else 0), have))
                 transport.write(b"".join(pieces))
                 pieces = []
                 have = 0
