@@ -214,14 +214,14 @@ class _DescriptorAlarm:
 
     async def watch(self) -> None:
         """Where ``/proc/self/fd`` exists (Linux), check the count against the limit."""
-        import resource
+        from cubequeue.server.pgwire.acceptor import descriptor_limit
 
         if not os.path.isdir(_FD_DIR):
             return
         while True:
             await asyncio.sleep(self.WATCH_S)
-            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-            if soft == resource.RLIM_INFINITY:
+            soft = descriptor_limit()
+            if soft is None:
                 continue
             try:
                 used = len(os.listdir(_FD_DIR))

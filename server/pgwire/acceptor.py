@@ -50,6 +50,7 @@ __all__ = [
     "Admitted",
     "bind_tcp",
     "bind_unix",
+    "descriptor_limit",
     "file_id",
     "listen_backlog",
     "reserve",
